@@ -1,0 +1,169 @@
+// The error catalog: every code this API emits, with its status, fixed title and a
+// troubleshooting tip (`moreInfo`). The error handler, the generated error reference
+// (docs/errors.md) and the tests' expectations all derive from this table; no status
+// code is written at a throw site.
+
+interface ErrorSpec {
+  readonly status: number
+  readonly title: string
+  readonly tip: string
+}
+
+export const errorCatalog = {
+  UNKNOWN_QUERY_PARAMETER: {
+    status: 400, title: 'Unknown query parameter',
+    tip: 'Remove the parameters listed in `errors`; names are case-sensitive camelCase. Each endpoint documents the parameters it accepts.',
+  },
+  INVALID_QUERY_PARAMETER: {
+    status: 400, title: 'Invalid query parameter',
+    tip: 'Send each parameter once, as plain digits (no sign, decimals or spaces), within the range given in `errors`.',
+  },
+  INVALID_PATH_PARAMETER: {
+    status: 400, title: 'Invalid path parameter',
+    tip: 'Property ids are UUIDs such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10; take them from GET /v1/properties.',
+  },
+  TRAILING_SLASH_NOT_ALLOWED: {
+    status: 400, title: 'Trailing slash not allowed',
+    tip: 'Remove the slash at the end of the path; paths are matched exactly.',
+  },
+  PATH_CASE_MISMATCH: {
+    status: 400, title: 'Path case mismatch',
+    tip: 'Paths are lower-case kebab-case and case-sensitive; use the path given in `detail`.',
+  },
+  MISSING_REQUIRED_HEADER: {
+    status: 400, title: 'Missing required header',
+    tip: 'Send the headers listed in `errors`. User-Agent should name your integration and its version, e.g. `acme-channel-sync/2.3`.',
+  },
+  INVALID_HEADER: {
+    status: 400, title: 'Invalid header',
+    tip: 'User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -.',
+  },
+  HEADER_NOT_ALLOWED: {
+    status: 400, title: 'Header not allowed',
+    tip: 'Brand-wide endpoints such as /v1/properties take no Service-Property-Id header; the property is chosen by the path.',
+  },
+  UNEXPECTED_BODY: {
+    status: 400, title: 'Unexpected request body',
+    tip: 'GET requests take no body; send parameters in the query string.',
+  },
+  MALFORMED_JSON: {
+    status: 400, title: 'Malformed JSON',
+    tip: 'Check the body with a JSON validator; it must be one UTF-8 JSON document.',
+  },
+  MALFORMED_REQUEST: {
+    status: 400, title: 'Malformed request',
+    tip: 'The request is not valid HTTP/1.1 (bad percent-encoding, header syntax or framing); check how your client builds the request line and headers.',
+  },
+  MISSING_AUTH_HEADER: {
+    status: 401, title: 'Missing Authorization header',
+    tip: 'Send `Authorization: Bearer <API key>` with the key issued to you.',
+  },
+  INVALID_AUTH_HEADER: {
+    status: 401, title: 'Invalid Authorization header',
+    tip: 'The header must be exactly `Bearer <API key>`: the word Bearer, one space, the key.',
+  },
+  INVALID_API_KEY: {
+    status: 401, title: 'Invalid API key',
+    tip: 'Check that the key is copied whole (it starts with svc_live_ or svc_test_) and has not been revoked; ask your account manager for a new one.',
+  },
+  API_KEY_EXPIRED: {
+    status: 401, title: 'API key expired',
+    tip: 'This key has passed its expiry date; ask your account manager for a new key.',
+  },
+  API_KEY_SUSPENDED: {
+    status: 403, title: 'API key suspended',
+    tip: 'This key has been suspended by an operator; contact partner support to have it resumed.',
+  },
+  BRAND_ACCESS_DENIED: {
+    status: 403, title: 'Brand access denied',
+    tip: "Each key belongs to one brand; call the host name of your key's brand.",
+  },
+  PROPERTY_ACCESS_DENIED: {
+    status: 403, title: 'Property access denied',
+    tip: 'Your key is not authorised for this property; GET /v1/properties lists the ones it may use.',
+  },
+  ROUTE_NOT_FOUND: {
+    status: 404, title: 'Not found',
+    tip: 'Check the host name and the path against the API reference; every path starts with /v1.',
+  },
+  PROPERTY_NOT_FOUND: {
+    status: 404, title: 'Property not found',
+    tip: 'Use an id returned by GET /v1/properties for this brand.',
+  },
+  METHOD_NOT_ALLOWED: {
+    status: 405, title: 'Method not allowed',
+    tip: 'Use one of the methods in the `Allow` header.',
+  },
+  NOT_ACCEPTABLE: {
+    status: 406, title: 'Not acceptable',
+    tip: 'This API produces application/json only; send `Accept: application/json` or no Accept header.',
+  },
+  PAYLOAD_TOO_LARGE: {
+    status: 413, title: 'Payload too large',
+    tip: 'Request bodies are limited to 1 MiB.',
+  },
+  URI_TOO_LONG: {
+    status: 414, title: 'URI too long',
+    tip: 'Request targets are limited to 8 KiB; shorten the query string.',
+  },
+  REQUEST_HEADERS_TOO_LARGE: {
+    status: 431, title: 'Request header fields too large',
+    tip: 'Request headers are limited to 16 KiB in all; drop headers the API does not use.',
+  },
+  RATE_LIMITED: {
+    status: 429, title: 'Too many requests',
+    tip: 'Wait the seconds given in `Retry-After`, and pace requests using the RateLimit-* headers of each response.',
+  },
+  INTERNAL_ERROR: {
+    status: 500, title: 'Internal server error',
+    tip: 'Retry later; if it persists, contact partner support and quote the requestId.',
+  },
+  SERVICE_UNAVAILABLE: {
+    status: 503, title: 'Service unavailable',
+    tip: 'Retry after the seconds given in `Retry-After`, with exponential backoff if it persists.',
+  },
+} as const satisfies Record<string, ErrorSpec>
+
+export type ErrorCode = keyof typeof errorCatalog
+
+export const fieldErrorCodes = [
+  'INVALID_FORMAT', 'INVALID_ENUM_VALUE', 'REQUIRED', 'OUT_OF_RANGE', 'UNKNOWN_PARAMETER', 'NOT_ALLOWED',
+] as const
+export type FieldErrorCode = (typeof fieldErrorCodes)[number]
+
+export interface FieldError {
+  field: string
+  code: FieldErrorCode
+  detail: string
+}
+
+export function kebabCode(code: ErrorCode): string {
+  return code.toLowerCase().replaceAll('_', '-')
+}
+
+export interface ApiErrorOptions {
+  errors?: FieldError[]
+  /** Extra response headers (Allow, WWW-Authenticate, RateLimit-*). */
+  headers?: Record<string, string>
+  /** Seconds for `Retry-After`; set on every 429 and 503. */
+  retryAfter?: number
+  /** Kept for the log line only, never for the body. */
+  cause?: unknown
+}
+
+/** A failure that leaves as problem+json with the catalog entry of `code`. */
+export class ApiError extends Error {
+  readonly status: number
+  readonly errors: FieldError[]
+  readonly headers: Record<string, string> | undefined
+  readonly retryAfter: number | undefined
+
+  constructor(readonly code: ErrorCode, readonly detail: string, options: ApiErrorOptions = {}) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'ApiError'
+    this.status = errorCatalog[code].status
+    this.errors = options.errors ?? []
+    this.headers = options.headers
+    this.retryAfter = options.retryAfter
+  }
+}

@@ -1,0 +1,40 @@
+import pino, { type DestinationStream, type Logger } from 'pino'
+
+// Paths that could hold a secret if anything ever logged a request or a key record.
+// Nothing on the hot path logs them; redaction is the second line of defence.
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'headers.authorization',
+  'authorization',
+  'key',
+  'apiKey',
+  'token',
+  '*.key',
+  '*.token',
+  'headers["x-pms-service-token"]',
+]
+
+export interface LoggerOptions {
+  level: string
+  /** Defaults to stdout, written asynchronously so a log line never blocks a response. */
+  destination?: DestinationStream
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const destination = options.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 })
+  return pino({
+    level: options.level,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  }, destination)
+}
+
+/** Writes what the asynchronous destination still holds (before exit). */
+export function flushLogger(logger: Logger): void {
+  try {
+    logger.flush()
+  } catch {
+    // A synchronous test destination has nothing to flush.
+  }
+}

@@ -1,0 +1,41 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import { COMMON_HEADERS, HEADER_CORRELATION_ID, HEADER_REQUEST_ID } from '../contract/headers.js'
+import { traceFromHeaders, type TraceContext } from './trace.js'
+
+// Stage 0 of every request: its id, its trace and the caller's correlation id.
+
+const kTrace = Symbol('trace')
+type TracedMessage = IncomingMessage & { [kTrace]?: TraceContext }
+
+export const CORRELATION_ID_PATTERN = /^[A-Za-z0-9._=+/-]{1,128}$/
+
+/** Fastify's ids are counters; ours are unique across instances and restarts. */
+export function generateRequestId(): string {
+  return `req_${randomUUID().replaceAll('-', '')}`
+}
+
+/**
+ * The trace of a raw request, worked out once. The logger factory asks for it when the
+ * request's logger is made, so every log line of the request (the framework's too)
+ * carries the trace id.
+ */
+export function traceOf(raw: IncomingMessage): TraceContext {
+  const message = raw as TracedMessage
+  let trace = message[kTrace]
+  if (trace === undefined) {
+    trace = traceFromHeaders(raw.headers.traceparent, raw.headers.tracestate)
+    message[kTrace] = trace
+  }
+  return trace
+}
+
+export function requestContextStage(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  reply.headers(COMMON_HEADERS)
+  reply.header(HEADER_REQUEST_ID, request.id)
+  request.trace = traceOf(request.raw)
+  const correlation = request.headers[HEADER_CORRELATION_ID]
+  if (typeof correlation === 'string' && CORRELATION_ID_PATTERN.test(correlation)) request.correlationId = correlation
+  done()
+}

@@ -1,0 +1,73 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { ApiError } from '../contract/errors.js'
+import { pathOf } from '../contract/problem.js'
+import type { RouteIndex } from './route-index.js'
+
+// Step 1 of decisions 1: the route. Unknown host or path 404, trailing slash and wrong
+// case 400, other method 405 with Allow, oversize target 414.
+
+/** Node refuses request heads over 16 KiB (431); the target alone stops at 8 KiB. */
+export const MAX_URL_LENGTH = 8192
+
+function checkUrlLength(request: FastifyRequest): void {
+  if (request.url.length > MAX_URL_LENGTH) {
+    throw new ApiError('URI_TOO_LONG', `The request target is ${request.url.length} characters long; at most ${MAX_URL_LENGTH} are accepted.`)
+  }
+}
+
+function resolveBrand(request: FastifyRequest): void {
+  request.brand = request.server.brands.forHost(request.host) ?? null
+}
+
+function hostNotServed(request: FastifyRequest): ApiError {
+  return new ApiError('ROUTE_NOT_FOUND', `No API is served at host '${request.hostname}'.`)
+}
+
+function hasEmptyParameter(params: unknown): boolean {
+  for (const value of Object.values(params as Record<string, string>)) if (value === '') return true
+  return false
+}
+
+/** Why nothing answers this request: the route step's verdict on an unmatched path. */
+function explainMiss(request: FastifyRequest, index: RouteIndex): ApiError {
+  const path = pathOf(request.url)
+  const diagnosis = index.diagnose(request.method, path)
+  if (diagnosis === undefined) return new ApiError('ROUTE_NOT_FOUND', `There is no endpoint at ${path}.`)
+  if (diagnosis.brandScoped && request.brand === null) return hostNotServed(request)
+  switch (diagnosis.kind) {
+    case 'methodNotAllowed':
+      return new ApiError('METHOD_NOT_ALLOWED', `${path} does not support ${request.method}; it supports ${diagnosis.allow}.`, {
+        headers: { allow: diagnosis.allow },
+      })
+    case 'trailingSlash':
+      return new ApiError('TRAILING_SLASH_NOT_ALLOWED', `Remove the trailing slash: request ${path.slice(0, -1)}.`)
+    case 'caseMismatch':
+      return new ApiError('PATH_CASE_MISMATCH', `Paths are case-sensitive: request ${diagnosis.path}.`)
+  }
+}
+
+/** onRequest stage for matched routes. */
+export function routingStage(index: RouteIndex) {
+  return function route(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+    if (request.is404) return done()
+    try {
+      checkUrlLength(request)
+      resolveBrand(request)
+      // The router lets a parameter match nothing (`/v1/properties/`); no route takes that.
+      if (hasEmptyParameter(request.params)) throw explainMiss(request, index)
+      if (request.routeOptions.config.brandScoped === true && request.brand === null) throw hostNotServed(request)
+    } catch (error) {
+      return done(error as Error)
+    }
+    done()
+  }
+}
+
+/** The not-found handler: explains why nothing matched. */
+export function notFoundHandler(index: RouteIndex) {
+  return function notFound(request: FastifyRequest): never {
+    checkUrlLength(request)
+    resolveBrand(request)
+    throw explainMiss(request, index)
+  }
+}

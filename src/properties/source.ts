@@ -1,0 +1,40 @@
+import type { Property } from '../contract/property.js'
+import type { TraceContext } from '../pipeline/trace.js'
+
+// What the properties routes ask for. The PMS-backed source (pms-source.ts) is the real
+// one; tests may give an in-memory one.
+
+export type KeyMode = 'live' | 'test'
+
+/** A property with the chain it belongs to, which never leaves the gateway. */
+export interface PropertyRecord {
+  chainCode: string
+  property: Property
+}
+
+export interface SourceContext {
+  mode: KeyMode
+  requestId: string
+  trace: TraceContext | null
+  /** Filled by the source for the request's log line. */
+  observe?: (observation: { upstreamMs?: number; cache?: 'hit' | 'miss' | 'stale' }) => void
+}
+
+export interface ListScope {
+  chainCode: string
+  /** The ids the key may use, or every property of the chain. */
+  allowed: ReadonlySet<string> | 'all'
+}
+
+export interface PropertyPage {
+  items: Property[]
+  total: number
+}
+
+export interface PropertySource {
+  /** The property with this (lower-case) id, whatever its chain; undefined when unknown. */
+  get(id: string, context: SourceContext): Promise<PropertyRecord | undefined>
+  /** Active properties in scope, ordered by createdAt then id. */
+  listActive(scope: ListScope, page: number, perPage: number, context: SourceContext): Promise<PropertyPage>
+  close?(): Promise<void>
+}

@@ -1,0 +1,84 @@
+import type { FastifyInstance } from 'fastify'
+import { connect } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp } from '../src/app.js'
+import { testConfig } from './helpers/config.js'
+import { FakeKeys } from './helpers/fake-keys.js'
+import { captureLogs } from './helpers/logs.js'
+import { MemorySource } from './helpers/memory-source.js'
+import { expectProblem } from './helpers/problem.js'
+
+// Requests Node's HTTP parser refuses before any route runs (decisions 1, step 1).
+
+let app: FastifyInstance
+let port: number
+
+beforeAll(async () => {
+  app = await buildApp({ config: testConfig(), logger: captureLogs().logger, keys: new FakeKeys({}), properties: new MemorySource([]) })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  port = (app.server.address() as { port: number }).port
+})
+afterAll(async () => app.close())
+
+/** Sends raw bytes; resolves with the parsed answer once the server closes. */
+function raw(text: string): Promise<{ statusCode: number; headers: Record<string, string>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text))
+    const chunks: Buffer[] = []
+    socket.on('data', (c) => chunks.push(c))
+    socket.on('error', reject)
+    socket.on('close', () => {
+      const answer = Buffer.concat(chunks).toString('utf8')
+      const [head = '', body = ''] = answer.split('\r\n\r\n')
+      const [status = '', ...lines] = head.split('\r\n')
+      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
+      resolve({ statusCode: Number(status.split(' ')[1]), headers, body })
+    })
+  })
+}
+
+describe('requests the HTTP parser refuses', () => {
+  it('answers an unknown method token with 405 problem+json', async () => {
+    const res = await raw('FROB /v1/properties HTTP/1.1\r\nHost: localhost\r\n\r\n')
+    expectProblem(res, { code: 'METHOD_NOT_ALLOWED', instance: '/v1/properties', headers: { allow: 'GET, HEAD' } })
+  })
+
+  it('answers a target over the header limit with 414', async () => {
+    const res = await raw(`GET /v1/properties?page=${'1'.repeat(20_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`)
+    expectProblem(res, { code: 'URI_TOO_LONG', instance: '' })
+  })
+
+  it('answers oversize headers with 431', async () => {
+    const res = await raw(`GET /v1/health HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`)
+    expectProblem(res, { code: 'REQUEST_HEADERS_TOO_LARGE', instance: '/v1/health' })
+  })
+
+  it('answers broken framing with 400 MALFORMED_REQUEST', async () => {
+    const res = await raw('GET /v1/health HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n')
+    expectProblem(res, { code: 'MALFORMED_REQUEST', instance: '/v1/health', detail: 'The request is not valid HTTP/1.1.' })
+  })
+
+  it('sends no body to a HEAD it cannot parse', async () => {
+    const res = await raw('HEAD /v1/health HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n')
+    expect(res.statusCode).toBe(400)
+    expect(res.headers['service-request-id']).toMatch(/^req_[0-9a-f]{32}$/)
+    expect(res.headers['content-length']).toBe('0')
+    expect(res.body).toBe('')
+  })
+
+  it('reads a chunked body on GET and refuses it', async () => {
+    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n')
+    expectProblem(res, { code: 'UNEXPECTED_BODY', instance: '/v1/properties' })
+  })
+
+  it('lets an empty chunked body through to the next step', async () => {
+    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n')
+    expectProblem(res, { code: 'MISSING_AUTH_HEADER', instance: '/v1/properties', headers: { 'www-authenticate': 'Bearer' } })
+  })
+
+  it('ignores a body on health, which takes no header step (decisions 1)', async () => {
+    const res = await raw('GET /v1/health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc')
+    expect(res.statusCode).toBe(200)
+    expect(res.body).toBe('{"status":"ok"}')
+  })
+})

@@ -1,0 +1,10 @@
+import { loadConfig, type Config, type FileConfig } from '../../src/config.js'
+
+export const DOCS_URL = 'https://developer.example.com'
+export const ACME_HOST = 'api.acme-hotels.example'
+export const GLOBEX_HOST = 'api.globex-resorts.example'
+
+/** The shipped config file, with the settings a test needs on top. */
+export function testConfig(overrides: Partial<FileConfig> = {}, env: NodeJS.ProcessEnv = {}): Config {
+  return loadConfig({ CONFIG_FILE: 'config/default.json', REDIS_URL: process.env.REDIS_URL, ...env }, { overrides })
+}

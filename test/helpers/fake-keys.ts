@@ -1,0 +1,13 @@
+import type { Principal } from '../../src/keys/principal.js'
+import { unauthorized, type KeyVerifier } from '../../src/pipeline/authentication.js'
+
+/** A key verifier at the pipeline's edge, for tests of stages that are not about keys. */
+export class FakeKeys implements KeyVerifier {
+  constructor(private readonly principals: Record<string, Principal>) {}
+
+  async verify(key: string): Promise<Principal> {
+    const principal = this.principals[key]
+    if (principal === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
+    return principal
+  }
+}
