@@ -78,6 +78,7 @@ export const envSchema = z.object({
   ADMIN_PORT: port.default(9464).describe('Admin listener port: metrics and status'),
   ADMIN_HOST: z.string().min(1).default('127.0.0.1').describe('Admin bind address'),
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379').describe('Key store and rate-limit counters; a `/N` database suffix is honoured'),
+  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]*$/).default('gw:').describe('Namespace of every Redis key and channel the gateway uses'),
   PMS_URL: optionalUrl.describe('PMS base URL (required by `npm start`)'),
   PMS_TOKEN: z.string().min(1).optional().describe('Sent as `X-PMS-Service-Token` (required with `PMS_URL`)'),
   PMS_SANDBOX_URL: optionalUrl.describe('Sandbox PMS for `svc_test_` keys; without it they read from `PMS_URL`'),
@@ -109,6 +110,7 @@ export interface Config extends FileConfig {
   adminPort: number
   adminHost: string
   redisUrl: string
+  redisPrefix: string
   logLevel: EnvConfig['LOG_LEVEL']
   configFile: string
   pms: UpstreamTarget | undefined
@@ -179,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     adminPort: e.ADMIN_PORT,
     adminHost: e.ADMIN_HOST,
     redisUrl: e.REDIS_URL,
+    redisPrefix: e.REDIS_PREFIX,
     logLevel: e.LOG_LEVEL,
     configFile,
     pms: e.PMS_URL !== undefined && e.PMS_TOKEN !== undefined ? { url: e.PMS_URL, token: e.PMS_TOKEN } : undefined,

@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import { buildApp } from './app.js'
+import type { Config } from './config.js'
+import { HealthState } from './health.js'
+import { KeyAuthenticator } from './keys/authenticator.js'
+import { RedisKeyStore, type KeyStore } from './keys/store.js'
+import type { PropertySource } from './properties/source.js'
+import { createRedis, RedisMonitor } from './redis.js'
+
+// The composition root: builds the gateway's parts from the config and hands them to the
+// app, which closes them again in `onClose`.
+
+export interface GatewayOptions {
+  config: Config
+  logger: Logger
+  properties: PropertySource
+  /** The demo's in-memory store when no Redis answers; Redis otherwise. */
+  keyStore?: KeyStore
+}
+
+export interface Gateway {
+  app: FastifyInstance
+  redis: Redis | undefined
+  redisMonitor: RedisMonitor | undefined
+  keyStore: KeyStore
+  authenticator: KeyAuthenticator
+}
+
+export async function createGateway(options: GatewayOptions): Promise<Gateway> {
+  const { config, logger } = options
+  const health = new HealthState()
+  let redis: Redis | undefined
+  let redisMonitor: RedisMonitor | undefined
+  let keyStore = options.keyStore
+  if (keyStore === undefined) {
+    const client = createRedis({ url: config.redisUrl, name: 'gateway', logger })
+    redis = client
+    redisMonitor = new RedisMonitor(client)
+    health.add('redis', () => client.status === 'ready')
+    keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
+  }
+  const authenticator = new KeyAuthenticator(keyStore, config.keyCache)
+  const app = await buildApp({ config, logger, keys: authenticator, properties: options.properties, health })
+  const store = keyStore
+  app.addHook('onClose', async () => {
+    redisMonitor?.stop()
+    await store.close()
+    await options.properties.close?.()
+    redis?.disconnect()
+  })
+  return { app, redis, redisMonitor, keyStore: store, authenticator }
+}

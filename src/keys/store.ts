@@ -1,0 +1,259 @@
+import type { Redis } from 'ioredis'
+import type { KeyMode } from '../properties/source.js'
+import { digestKey, generateKey, generateKeyId } from './format.js'
+
+// API-key records, stored under the SHA-256 digest of the key, never the key.
+//
+// Redis layout (every name starts with the namespace, `gw:` by default):
+//   {ns}key:{digest}     HASH    id, brand, mode, properties ("*" or JSON array), status,
+//                                expiresAt, name, rateLimit ("" when unset), createdAt
+//   {ns}keyid:{id}       STRING  the digest, to find a record by its public id
+//   {ns}keys             SET     every key id, for `keys list`
+//   {ns}keys:changed     channel a digest, published on suspend, resume and revoke, so every
+//                                gateway drops its cached copy at once
+
+export type KeyStatus = 'active' | 'suspended'
+
+export interface KeyRecord {
+  id: string
+  digest: string
+  brand: string
+  mode: KeyMode
+  properties: string[] | '*'
+  status: KeyStatus
+  name: string | null
+  expiresAt: string | null
+  rateLimit: number | null
+  createdAt: string
+}
+
+export interface NewKey {
+  brand: string
+  mode: KeyMode
+  properties: string[] | '*'
+  name?: string | null
+  expiresAt?: string | null
+  rateLimit?: number | null
+}
+
+/** Storage of key records: Redis in production, memory for the demo without Redis. */
+export interface KeyStore {
+  create(input: NewKey): Promise<{ key: string; record: KeyRecord }>
+  findByDigest(digest: string): Promise<KeyRecord | null>
+  findById(id: string): Promise<KeyRecord | null>
+  list(brand?: string): Promise<KeyRecord[]>
+  /** Null when no key has this id. */
+  setStatus(id: string, status: KeyStatus): Promise<KeyRecord | null>
+  /** False when no key has this id. */
+  revoke(id: string): Promise<boolean>
+  /** Calls `listener(digest)` whenever a record changes, on any instance. */
+  onChange(listener: (digest: string) => void): void
+  /** Called when changes may have been missed (a lost subscription). */
+  onResync(listener: () => void): void
+  close(): Promise<void>
+}
+
+function newRecord(input: NewKey): { key: string; record: KeyRecord } {
+  const key = generateKey(input.mode)
+  return {
+    key,
+    record: {
+      id: generateKeyId(),
+      digest: digestKey(key),
+      brand: input.brand,
+      mode: input.mode,
+      properties: input.properties,
+      status: 'active',
+      name: input.name ?? null,
+      expiresAt: input.expiresAt ?? null,
+      rateLimit: input.rateLimit ?? null,
+      createdAt: new Date().toISOString(),
+    },
+  }
+}
+
+function toHash(record: KeyRecord): Record<string, string> {
+  return {
+    id: record.id,
+    brand: record.brand,
+    mode: record.mode,
+    properties: record.properties === '*' ? '*' : JSON.stringify(record.properties),
+    status: record.status,
+    name: record.name ?? '',
+    expiresAt: record.expiresAt ?? '',
+    rateLimit: record.rateLimit === null ? '' : String(record.rateLimit),
+    createdAt: record.createdAt,
+  }
+}
+
+function fromHash(digest: string, hash: Record<string, string>): KeyRecord | null {
+  if (hash.id === undefined || hash.brand === undefined) return null
+  return {
+    id: hash.id,
+    digest,
+    brand: hash.brand,
+    mode: hash.mode === 'test' ? 'test' : 'live',
+    properties: hash.properties === '*' || hash.properties === undefined ? '*' : JSON.parse(hash.properties) as string[],
+    status: hash.status === 'suspended' ? 'suspended' : 'active',
+    name: hash.name === '' || hash.name === undefined ? null : hash.name,
+    expiresAt: hash.expiresAt === '' || hash.expiresAt === undefined ? null : hash.expiresAt,
+    rateLimit: hash.rateLimit === '' || hash.rateLimit === undefined ? null : Number(hash.rateLimit),
+    createdAt: hash.createdAt ?? '',
+  }
+}
+
+export class RedisKeyStore implements KeyStore {
+  private subscriber: Redis | undefined
+  private readonly listeners: ((digest: string) => void)[] = []
+  private readonly resyncListeners: (() => void)[] = []
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly namespace: string,
+    /** Makes the subscriber connection; only instances that cache keys subscribe. */
+    private readonly connectSubscriber?: () => Redis,
+  ) {}
+
+  private recordKey(digest: string): string {
+    return `${this.namespace}key:${digest}`
+  }
+
+  private idKey(id: string): string {
+    return `${this.namespace}keyid:${id}`
+  }
+
+  private get channel(): string {
+    return `${this.namespace}keys:changed`
+  }
+
+  async create(input: NewKey): Promise<{ key: string; record: KeyRecord }> {
+    const created = newRecord(input)
+    const { record } = created
+    await this.redis.multi()
+      .hset(this.recordKey(record.digest), toHash(record))
+      .set(this.idKey(record.id), record.digest)
+      .sadd(`${this.namespace}keys`, record.id)
+      .exec()
+    return created
+  }
+
+  async findByDigest(digest: string): Promise<KeyRecord | null> {
+    return fromHash(digest, await this.redis.hgetall(this.recordKey(digest)))
+  }
+
+  async findById(id: string): Promise<KeyRecord | null> {
+    const digest = await this.redis.get(this.idKey(id))
+    return digest === null ? null : this.findByDigest(digest)
+  }
+
+  async list(brand?: string): Promise<KeyRecord[]> {
+    const ids = await this.redis.smembers(`${this.namespace}keys`)
+    const records = await Promise.all(ids.map((id) => this.findById(id)))
+    return records
+      .filter((r): r is KeyRecord => r !== null && (brand === undefined || r.brand === brand))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+  }
+
+  async setStatus(id: string, status: KeyStatus): Promise<KeyRecord | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    await this.redis.hset(this.recordKey(record.digest), 'status', status)
+    await this.redis.publish(this.channel, record.digest)
+    return { ...record, status }
+  }
+
+  async revoke(id: string): Promise<boolean> {
+    const digest = await this.redis.get(this.idKey(id))
+    if (digest === null) return false
+    await this.redis.multi()
+      .del(this.recordKey(digest))
+      .del(this.idKey(id))
+      .srem(`${this.namespace}keys`, id)
+      .exec()
+    await this.redis.publish(this.channel, digest)
+    return true
+  }
+
+  onChange(listener: (digest: string) => void): void {
+    this.listeners.push(listener)
+    this.subscribe()
+  }
+
+  onResync(listener: () => void): void {
+    this.resyncListeners.push(listener)
+  }
+
+  private subscribe(): void {
+    if (this.subscriber !== undefined || this.connectSubscriber === undefined) return
+    const subscriber = this.connectSubscriber()
+    this.subscriber = subscriber
+    subscriber.on('message', (channel: string, digest: string) => {
+      if (channel === this.channel) for (const listener of this.listeners) listener(digest)
+    })
+    // Messages published while the subscription was down are lost: whoever caches must
+    // forget what it holds once the subscription is back (ioredis resubscribes on ready).
+    let connectedBefore = false
+    subscriber.on('ready', () => {
+      if (connectedBefore) for (const listener of this.resyncListeners) listener()
+      connectedBefore = true
+    })
+    // Queued until the connection is up; ioredis renews it after every reconnect.
+    subscriber.subscribe(this.channel).catch(() => undefined)
+  }
+
+  async close(): Promise<void> {
+    if (this.subscriber !== undefined) this.subscriber.disconnect()
+  }
+}
+
+/** Keys in this process only: the demo's store when no Redis answers. */
+export class MemoryKeyStore implements KeyStore {
+  private readonly byDigest = new Map<string, KeyRecord>()
+  private readonly listeners: ((digest: string) => void)[] = []
+
+  async create(input: NewKey): Promise<{ key: string; record: KeyRecord }> {
+    const created = newRecord(input)
+    this.byDigest.set(created.record.digest, created.record)
+    return created
+  }
+
+  async findByDigest(digest: string): Promise<KeyRecord | null> {
+    return this.byDigest.get(digest) ?? null
+  }
+
+  async findById(id: string): Promise<KeyRecord | null> {
+    for (const record of this.byDigest.values()) if (record.id === id) return record
+    return null
+  }
+
+  async list(brand?: string): Promise<KeyRecord[]> {
+    return [...this.byDigest.values()].filter((r) => brand === undefined || r.brand === brand)
+  }
+
+  async setStatus(id: string, status: KeyStatus): Promise<KeyRecord | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    const updated = { ...record, status }
+    this.byDigest.set(record.digest, updated)
+    for (const listener of this.listeners) listener(record.digest)
+    return updated
+  }
+
+  async revoke(id: string): Promise<boolean> {
+    const record = await this.findById(id)
+    if (record === null) return false
+    this.byDigest.delete(record.digest)
+    for (const listener of this.listeners) listener(record.digest)
+    return true
+  }
+
+  onChange(listener: (digest: string) => void): void {
+    this.listeners.push(listener)
+  }
+
+  onResync(): void {
+    // Nothing is ever missed in one process.
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,91 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { createServer } from 'node:net'
+import { Redis } from 'ioredis'
+
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+/** A namespace of this test file's own in the shared Redis. */
+export function testPrefix(): string {
+  return `gwtest:${randomUUID().slice(0, 8)}:`
+}
+
+/** Every Redis key under `prefix`. */
+export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = []
+  let cursor = '0'
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    found.push(...batch)
+  } while (cursor !== '0')
+  return found
+}
+
+export async function removePrefix(redis: Redis, prefix: string): Promise<void> {
+  const keys = await keysUnder(redis, prefix)
+  if (keys.length > 0) await redis.del(...keys)
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+    server.on('error', reject)
+  })
+}
+
+/** A Redis server of the test's own, which it may stop and start again. */
+export class PrivateRedis {
+  private process: ChildProcess | undefined
+  constructor(readonly port: number) {}
+
+  static async start(): Promise<PrivateRedis> {
+    const redis = new PrivateRedis(await freePort())
+    await redis.start()
+    return redis
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`
+  }
+
+  async start(): Promise<void> {
+    this.process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+    const answers = await eventually(async () => {
+      const client = new Redis(this.url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 })
+      client.on('error', () => undefined)
+      try {
+        await client.connect()
+        return (await client.ping()) === 'PONG'
+      } catch {
+        return false
+      } finally {
+        client.disconnect()
+      }
+    }, 5000, 50)
+    if (!answers) throw new Error(`redis-server on port ${this.port} did not start`)
+  }
+
+  async stop(): Promise<void> {
+    const child = this.process
+    if (child === undefined || child.exitCode !== null) return
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve())
+      child.kill('SIGKILL')
+    })
+  }
+}
+
+/** Polls `probe` until it returns true or `withinMs` passes; returns whether it did. */
+export async function eventually(probe: () => Promise<boolean>, withinMs: number, everyMs = 20): Promise<boolean> {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    if (await probe()) return true
+    if (Date.now() > deadline) return false
+    await new Promise((r) => setTimeout(r, everyMs))
+  }
+}
