@@ -6,7 +6,9 @@ import type { Config } from './config.js'
 import { HealthState } from './health.js'
 import { KeyAuthenticator } from './keys/authenticator.js'
 import { RedisKeyStore, type KeyStore } from './keys/store.js'
+import { PmsPropertySource } from './properties/pms-source.js'
 import type { PropertySource } from './properties/source.js'
+import { createUpstreams, type UpstreamHooks, type UpstreamSet } from './properties/upstreams.js'
 import { createRedis, RedisMonitor } from './redis.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
@@ -15,7 +17,10 @@ import { createRedis, RedisMonitor } from './redis.js'
 export interface GatewayOptions {
   config: Config
   logger: Logger
-  properties: PropertySource
+  /** Tests of the pipeline alone give an in-memory source; otherwise the PMS from the config. */
+  properties?: PropertySource
+  /** Tests of the PMS client give undici's MockAgent here. */
+  upstreamHooks?: UpstreamHooks
   /** The demo's in-memory store when no Redis answers; Redis otherwise. */
   keyStore?: KeyStore
 }
@@ -26,6 +31,7 @@ export interface Gateway {
   redisMonitor: RedisMonitor | undefined
   keyStore: KeyStore
   authenticator: KeyAuthenticator
+  upstreams: UpstreamSet | undefined
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -42,13 +48,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
   }
   const authenticator = new KeyAuthenticator(keyStore, config.keyCache)
-  const app = await buildApp({ config, logger, keys: authenticator, properties: options.properties, health })
+  const upstreams = options.properties === undefined ? createUpstreams(config, options.upstreamHooks) : undefined
+  const properties = options.properties ?? new PmsPropertySource((upstreams as UpstreamSet).byMode)
+  const app = await buildApp({ config, logger, keys: authenticator, properties, health })
   const store = keyStore
   app.addHook('onClose', async () => {
     redisMonitor?.stop()
     await store.close()
-    await options.properties.close?.()
+    await Promise.all(upstreams?.all.map((u) => u.client.close()) ?? [])
     redis?.disconnect()
   })
-  return { app, redis, redisMonitor, keyStore: store, authenticator }
+  return { app, redis, redisMonitor, keyStore: store, authenticator, upstreams }
 }

@@ -21,7 +21,13 @@ export interface LoggerOptions {
 }
 
 export function createLogger(options: LoggerOptions): Logger {
-  const destination = options.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 })
+  let destination = options.destination
+  if (destination === undefined) {
+    const stdout = pino.destination({ dest: 1, sync: false, minLength: 4096 })
+    // The buffer writes at 4 KiB; a quiet instance must not sit on its lines.
+    setInterval(() => stdout.flush(), 1000).unref()
+    destination = stdout
+  }
   return pino({
     level: options.level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },

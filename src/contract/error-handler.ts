@@ -33,8 +33,8 @@ export function toApiError(error: unknown): ApiError {
 
 export function errorHandler(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const apiError = toApiError(error)
-  if (apiError.status >= 500) {
-    request.log.error({ err: apiError.cause ?? apiError, code: apiError.code }, 'request failed')
-  }
+  // A 503 is the PMS's or Redis's trouble, expected in bursts; a 500 is ours to fix.
+  if (apiError.status === 503) request.log.warn({ err: apiError.cause ?? apiError, code: apiError.code }, 'request failed')
+  else if (apiError.status >= 500) request.log.error({ err: apiError.cause ?? apiError, code: apiError.code }, 'request failed')
   return sendProblem(request, reply, apiError)
 }

@@ -1,0 +1,235 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { pathToFileURL } from 'node:url'
+import { generateHotels, pmsOrder, type Hotel } from './data.js'
+
+// A stand-in for the internal PMS (its API and its failures), for development, the demo,
+// docker-compose and the tests. Failures are switched over HTTP:
+//
+//   PUT    /__mock/failure   {"mode": "...", "times"?: n, "latencyMs"?: n, "status"?: n, "retryAfter"?: s}
+//   DELETE /__mock/failure   back to healthy
+//   GET    /__mock/requests  what the PMS received (path, X-Request-Id, traceparent, tracestate)
+//   DELETE /__mock/requests
+//   POST   /__mock/hotels    [records] added as given, broken ones included
+//
+// Modes: latency (answer after latencyMs), html-5xx (status 502/503/504, text/html),
+// json-500 (an internal error text), throttle (429 with Retry-After), reset (socket destroyed
+// mid-response), non-json (200 text/plain), broken-record (every record loses a field),
+// unauthorized (401 to any token).
+
+export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'non-json' | 'broken-record' | 'unauthorized'
+
+export interface Failure {
+  mode: FailureMode
+  /** How many PMS requests it applies to; unset: until cleared. */
+  times?: number
+  latencyMs?: number
+  status?: number
+  retryAfter?: number
+}
+
+export interface ReceivedRequest {
+  path: string
+  requestId: string | undefined
+  traceparent: string | undefined
+  tracestate: string | undefined
+}
+
+export interface MockPmsOptions {
+  token: string
+  seed?: number
+  scale?: number
+  /** Added to every answer: the real PMS is never instant. */
+  baseLatencyMs?: number
+}
+
+const MAX_IDS = 100
+
+export class MockPms {
+  readonly hotels: Hotel[]
+  private failure: Failure | undefined
+  readonly received: ReceivedRequest[] = []
+  private server: Server | undefined
+
+  constructor(private readonly options: MockPmsOptions) {
+    this.hotels = generateHotels(options.seed ?? 1, options.scale ?? 1).sort(pmsOrder)
+  }
+
+  get url(): string {
+    const address = this.server?.address() as AddressInfo | null | undefined
+    if (address === undefined || address === null) throw new Error('mock PMS not listening')
+    return `http://127.0.0.1:${address.port}`
+  }
+
+  setFailure(failure: Failure | undefined): void {
+    this.failure = failure
+  }
+
+  async listen(port = 0, host = '127.0.0.1'): Promise<this> {
+    const server = createServer((req, res) => void this.handle(req, res))
+    // The real PMS closes sockets idle for more than 5 s.
+    server.keepAliveTimeout = 5000
+    this.server = server
+    await new Promise<void>((resolve) => server.listen(port, host, resolve))
+    return this
+  }
+
+  async close(): Promise<void> {
+    const server = this.server
+    if (server === undefined) return
+    server.closeAllConnections()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://pms')
+    if (url.pathname.startsWith('/__mock/')) return this.control(req, res, url)
+
+    this.received.push({
+      path: `${url.pathname}${url.search}`,
+      requestId: header(req, 'x-request-id'),
+      traceparent: header(req, 'traceparent'),
+      tracestate: header(req, 'tracestate'),
+    })
+    if (this.options.baseLatencyMs !== undefined) await sleep(this.options.baseLatencyMs)
+    const failure = this.takeFailure()
+    if (failure !== undefined) {
+      if (failure.latencyMs !== undefined) await sleep(failure.latencyMs)
+      if (this.fail(failure, res)) return
+    }
+    if (req.headers['x-pms-service-token'] !== this.options.token || failure?.mode === 'unauthorized') {
+      return json(res, 401, { error_code: 'UNAUTHENTICATED', message: 'missing or invalid service token' })
+    }
+    const broken = failure?.mode === 'broken-record'
+    if (url.pathname === '/internal/v3/ping') return json(res, 200, { status: 'UP' })
+    if (url.pathname === '/internal/v3/hotels') return this.list(url.searchParams, res, broken)
+    const single = /^\/internal\/v3\/hotels\/([^/]+)$/.exec(url.pathname)
+    if (single !== null) {
+      const hotel = this.hotels.find((h) => h.hotel_uuid === single[1])
+      if (hotel === undefined) return json(res, 404, { error_code: 'HOTEL_NOT_FOUND', message: `hotel ${single[1]} not found in shard eu-west-3` })
+      return json(res, 200, broken ? breakRecord(hotel) : hotel)
+    }
+    json(res, 404, { error_code: 'NOT_FOUND', message: 'no such endpoint' })
+  }
+
+  private takeFailure(): Failure | undefined {
+    const failure = this.failure
+    if (failure?.times !== undefined) {
+      if (failure.times <= 1) this.failure = undefined
+      else this.failure = { ...failure, times: failure.times - 1 }
+    }
+    return failure
+  }
+
+  /** Answers with the failure; false when the failure only delays. */
+  private fail(failure: Failure, res: ServerResponse): boolean {
+    switch (failure.mode) {
+      case 'html-5xx':
+        res.writeHead(failure.status ?? 503, { 'content-type': 'text/html' })
+        res.end('<html><body><h1>503 Service Temporarily Unavailable</h1><hr>pms-lb-eu-west-3</body></html>')
+        return true
+      case 'json-500':
+        json(res, 500, { error_code: 'INTERNAL', message: 'NullPointerException at com.pms.hotels.HotelService.find(HotelService.java:212)' })
+        return true
+      case 'throttle':
+        res.setHeader('retry-after', String(failure.retryAfter ?? 2))
+        json(res, 429, { error_code: 'THROTTLED' })
+        return true
+      case 'reset':
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '5000' })
+        res.write('{"hotel_uuid":"')
+        setTimeout(() => res.socket?.destroy(), 5)
+        return true
+      case 'non-json':
+        res.writeHead(200, { 'content-type': 'text/plain' })
+        res.end('OK hotels service v3.14.2 build 9f8e7d')
+        return true
+      default:
+        return false
+    }
+  }
+
+  private list(params: URLSearchParams, res: ServerResponse, broken: boolean): void {
+    const chain = params.get('chain_code')
+    if (chain === null || chain === '') return json(res, 400, { error_code: 'BAD_REQUEST', message: 'chain_code is required' })
+    const offset = integer(params.get('offset'), 0)
+    const limit = integer(params.get('limit'), 50)
+    if (offset === undefined || offset < 0) return json(res, 400, { error_code: 'BAD_REQUEST', message: 'offset must be an integer >= 0' })
+    if (limit === undefined || limit < 1 || limit > 200) return json(res, 400, { error_code: 'BAD_REQUEST', message: 'limit must be 1-200' })
+    const lifecycles = params.get('lifecycle')?.split(',')
+    const ids = params.get('hotel_uuid')?.split(',')
+    if (ids !== undefined && ids.length > MAX_IDS) return json(res, 400, { error_code: 'BAD_REQUEST', message: `at most ${MAX_IDS} hotel_uuid values` })
+    const idSet = ids === undefined ? undefined : new Set(ids)
+    const matching = this.hotels.filter((h) => h.chain_code === chain
+      && (lifecycles === undefined || lifecycles.includes(String(h.lifecycle)))
+      && (idSet === undefined || idSet.has(String(h.hotel_uuid))))
+    const page = matching.slice(offset, offset + limit)
+    json(res, 200, { results: broken ? page.map(breakRecord) : page, total_count: matching.length, offset, limit })
+  }
+
+  private async control(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const body = await readBody(req)
+    if (url.pathname === '/__mock/failure' && req.method === 'PUT') {
+      this.setFailure(JSON.parse(body) as Failure)
+      return json(res, 200, { failure: this.failure })
+    }
+    if (url.pathname === '/__mock/failure' && req.method === 'DELETE') {
+      this.setFailure(undefined)
+      return json(res, 200, { failure: null })
+    }
+    if (url.pathname === '/__mock/requests' && req.method === 'GET') return json(res, 200, this.received)
+    if (url.pathname === '/__mock/requests' && req.method === 'DELETE') {
+      this.received.length = 0
+      return json(res, 200, [])
+    }
+    if (url.pathname === '/__mock/hotels' && req.method === 'POST') {
+      this.hotels.push(...(JSON.parse(body) as Hotel[]))
+      this.hotels.sort(pmsOrder)
+      return json(res, 200, { count: this.hotels.length })
+    }
+    json(res, 404, { error: 'unknown control endpoint' })
+  }
+}
+
+/** A record as a bad deploy leaves it: a required field gone, a number as a string. */
+function breakRecord(hotel: Hotel): Hotel {
+  const { tz_name: _dropped, ...rest } = hotel
+  return { ...rest, created_epoch_ms: String(hotel.created_epoch_ms) }
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name]
+  return Array.isArray(value) ? value.join(',') : value
+}
+
+function integer(value: string | null, fallback: number): number | undefined {
+  if (value === null) return fallback
+  return /^[0-9]+$/.test(value) ? Number(value) : undefined
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = []
+  for await (const chunk of req) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+// `npm run mock-pms`: MOCK_PMS_PORT (4010), MOCK_PMS_HOST (127.0.0.1), MOCK_PMS_TOKEN, MOCK_PMS_SEED.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const port = Number(process.env.MOCK_PMS_PORT ?? 4010)
+  const token = process.env.MOCK_PMS_TOKEN ?? 'dev-pms-token'
+  const pms = await new MockPms({ token, seed: Number(process.env.MOCK_PMS_SEED ?? 1) }).listen(port, process.env.MOCK_PMS_HOST ?? '127.0.0.1')
+  console.log(`stand-in PMS on ${pms.url.replace('127.0.0.1', process.env.MOCK_PMS_HOST ?? '127.0.0.1')} (token from MOCK_PMS_TOKEN, ${pms.hotels.length} hotels)`)
+  const stop = (): void => void pms.close().then(() => process.exit(0))
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+}

@@ -1,0 +1,67 @@
+import { Redis } from 'ioredis'
+import { request } from 'undici'
+import type { FileConfig } from '../../src/config.js'
+import { createGateway, type Gateway, type GatewayOptions } from '../../src/gateway.js'
+import { RedisKeyStore, type NewKey } from '../../src/keys/store.js'
+import { MockPms } from '../../mocks/pms/server.js'
+import { ACME_HOST, testConfig } from './config.js'
+import { captureLogs } from './logs.js'
+import { REDIS_URL, removePrefix, testPrefix } from './redis.js'
+
+export const PMS_TOKEN = 'test-pms-token'
+
+export interface Answer {
+  statusCode: number
+  headers: Record<string, string | string[] | undefined>
+  body: string
+}
+
+/** A gateway listening on a real socket, with the stand-in PMS and its own Redis namespace. */
+export class TestGateway {
+  readonly logs = captureLogs()
+  private readonly admin = new Redis(REDIS_URL)
+  readonly prefix = testPrefix()
+  gateway!: Gateway
+  url!: string
+
+  private constructor(readonly pms: MockPms, readonly sandbox: MockPms | undefined) {}
+
+  static async start(options: {
+    config?: Partial<FileConfig>
+    sandbox?: boolean
+    pms?: MockPms
+    pmsUrl?: string
+    gateway?: Partial<GatewayOptions>
+  } = {}): Promise<TestGateway> {
+    const pms = options.pms ?? await new MockPms({ token: PMS_TOKEN }).listen()
+    const sandbox = options.sandbox === true ? await new MockPms({ token: 'sandbox-token', seed: 99 }).listen() : undefined
+    const t = new TestGateway(pms, sandbox)
+    const env: NodeJS.ProcessEnv = { REDIS_URL, REDIS_PREFIX: t.prefix, PMS_URL: options.pmsUrl ?? pms.url, PMS_TOKEN }
+    if (sandbox !== undefined) Object.assign(env, { PMS_SANDBOX_URL: sandbox.url, PMS_SANDBOX_TOKEN: 'sandbox-token' })
+    t.gateway = await createGateway({ config: testConfig(options.config ?? {}, env), logger: t.logs.logger, ...options.gateway })
+    await t.gateway.app.listen({ port: 0, host: '127.0.0.1' })
+    t.url = `http://127.0.0.1:${(t.gateway.app.server.address() as { port: number }).port}`
+    return t
+  }
+
+  async key(input: Partial<NewKey> = {}): Promise<string> {
+    const store = new RedisKeyStore(this.admin, this.prefix)
+    const { key } = await store.create({ brand: 'acme', mode: 'live', properties: '*', ...input })
+    return key
+  }
+
+  async get(path: string, key: string | undefined, headers: Record<string, string> = {}): Promise<Answer> {
+    const all: Record<string, string> = { host: ACME_HOST, 'user-agent': 'facade-test/1.0', ...headers }
+    if (key !== undefined) all.authorization = `Bearer ${key}`
+    const res = await request(`${this.url}${path}`, { headers: all })
+    return { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+  }
+
+  async close(): Promise<void> {
+    await this.gateway.app.close()
+    await this.pms.close()
+    await this.sandbox?.close()
+    await removePrefix(this.admin, this.prefix)
+    this.admin.disconnect()
+  }
+}
