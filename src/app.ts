@@ -1,17 +1,20 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import underPressure from '@fastify/under-pressure'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
+import type { Metrics } from './admin/metrics.js'
 import type { Config } from './config.js'
 import { errorHandler } from './contract/error-handler.js'
+import { ApiError } from './contract/errors.js'
 import { healthRoutes, HealthState } from './health.js'
 import { authenticationStage, type KeyVerifier } from './pipeline/authentication.js'
 import { bodyStage, BODY_LIMIT } from './pipeline/body.js'
 import { BrandDirectory } from './pipeline/brands.js'
 import { clientErrorHandler } from './pipeline/client-errors.js'
 import { headerStage } from './pipeline/headers.js'
-import { logStage } from './pipeline/log.js'
+import { observeStage } from './pipeline/log.js'
 import { negotiationStage } from './pipeline/negotiation.js'
 import { parametersStage } from './pipeline/parameters.js'
-import { generateRequestId, requestContextStage, traceOf } from './pipeline/request-context.js'
+import { closeWhileDraining, generateRequestId, requestContextStage, traceOf } from './pipeline/request-context.js'
 import { RouteIndex } from './pipeline/route-index.js'
 import { MAX_URL_LENGTH, notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
@@ -24,6 +27,13 @@ export interface AppDependencies {
   keys: KeyVerifier
   properties: PropertySource
   health?: HealthState
+  metrics?: Metrics
+}
+
+/** Load shedding: every route but health answers 503; health answers unhealthy itself. */
+function shedLoad(request: FastifyRequest): Promise<void> | undefined {
+  if (request.routeOptions.config.authenticated !== true && !request.is404) return undefined
+  return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', 'The gateway is overloaded; retry shortly.', { retryAfter: 1 }))
 }
 
 /** The public API: the pipeline of decisions 1, in its order, and the routes. */
@@ -52,6 +62,18 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     app.decorateRequest(field, null)
   }
 
+  const shedding = config.loadShedding
+  if (shedding.maxEventLoopDelayMs > 0 || shedding.maxEventLoopUtilization > 0) {
+    await app.register(underPressure, {
+      maxEventLoopDelay: shedding.maxEventLoopDelayMs,
+      maxEventLoopUtilization: shedding.maxEventLoopUtilization,
+      sampleInterval: shedding.sampleIntervalMs,
+      pressureHandler: shedLoad,
+    })
+    const pressured = app as unknown as { isUnderPressure(): boolean }
+    app.health.add('eventLoop', () => !pressured.isUnderPressure())
+  }
+
   const routes = new RouteIndex()
   app.addHook('onRoute', (route) => {
     routes.add(route.url, route.method, route.config?.brandScoped === true)
@@ -65,7 +87,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addHook('onRequest', bodyStage) // 3. no body where none is taken
   app.addHook('onRequest', authenticationStage(deps.keys)) // 4. API key and brand
   app.addHook('onRequest', parametersStage) // 6. query and path parameters
-  app.addHook('onResponse', logStage)
+  app.addHook('onSend', closeWhileDraining)
+  app.addHook('onResponse', observeStage(deps.metrics))
 
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(notFoundHandler(routes))

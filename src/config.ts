@@ -46,6 +46,11 @@ export const fileSchema = z.strictObject({
     limit: positiveInt.default(1000).describe('Requests per window for a key without its own quota'),
     windowSeconds: positiveInt.default(60).describe('Window length'),
   }).prefault({}),
+  loadShedding: z.strictObject({
+    maxEventLoopDelayMs: z.number().int().min(0).default(1000).describe('Event-loop delay above which the API sheds load with 503 and health is unhealthy; 0 turns it off'),
+    maxEventLoopUtilization: z.number().min(0).max(1).default(0).describe('Event-loop utilisation (0-1) above which load is shed; 0 turns it off'),
+    sampleIntervalMs: positiveInt.default(1000).describe('How often the event loop is sampled'),
+  }).prefault({}),
   shutdown: z.strictObject({
     drainMs: z.number().int().min(0).default(5000).describe('After SIGTERM, keep serving (health unhealthy) this long so load balancers move away'),
     timeoutMs: positiveInt.default(10000).describe('Exit before this, whatever is still open'),

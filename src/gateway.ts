@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { Metrics } from './admin/metrics.js'
+import { buildAdmin } from './admin/server.js'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import { HealthState } from './health.js'
@@ -27,6 +29,10 @@ export interface GatewayOptions {
 
 export interface Gateway {
   app: FastifyInstance
+  /** The admin listener's app: /metrics and /status. */
+  admin: FastifyInstance
+  metrics: Metrics
+  health: HealthState
   redis: Redis | undefined
   redisMonitor: RedisMonitor | undefined
   keyStore: KeyStore
@@ -48,15 +54,25 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
   }
   const authenticator = new KeyAuthenticator(keyStore, config.keyCache)
-  const upstreams = options.properties === undefined ? createUpstreams(config, options.upstreamHooks) : undefined
+  const metrics = new Metrics()
+  const upstreams = options.properties === undefined
+    ? createUpstreams(config, {
+      onCall: (name, outcome, seconds) => metrics.upstreamCall(name, outcome, seconds),
+      onCache: (name, result) => metrics.cacheRead(name === 'pms' ? 'properties' : 'propertiesSandbox', result),
+      ...options.upstreamHooks,
+    })
+    : undefined
+  for (const upstream of upstreams?.all ?? []) metrics.watchBreaker(upstream.name, () => upstream.client.state)
   const properties = options.properties ?? new PmsPropertySource((upstreams as UpstreamSet).byMode)
-  const app = await buildApp({ config, logger, keys: authenticator, properties, health })
+  const app = await buildApp({ config, logger, keys: authenticator, properties, health, metrics })
+  const admin = await buildAdmin(metrics, { health, redis: redisMonitor, upstreams: upstreams?.all ?? [], authenticator, startedAt: Date.now() })
   const store = keyStore
   app.addHook('onClose', async () => {
+    await admin.close()
     redisMonitor?.stop()
     await store.close()
     await Promise.all(upstreams?.all.map((u) => u.client.close()) ?? [])
     redis?.disconnect()
   })
-  return { app, redis, redisMonitor, keyStore: store, authenticator, upstreams }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, upstreams }
 }

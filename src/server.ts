@@ -3,7 +3,8 @@ import { ConfigError, loadConfig } from './config.js'
 import { createGateway } from './gateway.js'
 import { createLogger, flushLogger } from './logger.js'
 
-// The process: read the config, build the gateway, listen, shut down gracefully.
+// The process: read the config, build the gateway, listen on the public and admin ports,
+// and shut down gracefully (operations.md, "Shutdown").
 
 let config
 try {
@@ -15,14 +16,23 @@ try {
 
 const logger = createLogger({ level: config.logLevel })
 const gateway = await createGateway({ config, logger })
-const { app } = gateway
+const { app, admin, health } = gateway
+const { drainMs, timeoutMs } = config.shutdown
 
-closeWithGrace({ delay: config.shutdown.timeoutMs }, async ({ signal, err }) => {
+// On SIGTERM or SIGINT: health turns unhealthy at once; requests are still served for
+// drainMs while load balancers take the instance out; then the listener closes, in-flight
+// requests finish, Redis and the PMS pools close, and the process exits 0. Past timeoutMs,
+// or on a second signal, it exits at once (with 1).
+closeWithGrace({ delay: timeoutMs }, async ({ signal, err }) => {
+  health.draining = true
   if (err !== undefined) logger.error({ err }, 'shutting down after an error')
-  else logger.info({ signal }, 'shutting down')
+  else logger.info({ signal, drainMs }, 'draining')
+  if (err === undefined) await new Promise((resolve) => setTimeout(resolve, drainMs))
   await app.close()
+  logger.info('stopped')
   flushLogger(logger)
 })
 
+await admin.listen({ port: config.adminPort, host: config.adminHost })
 await app.listen({ port: config.port, host: config.host })
-logger.info({ url: `http://${config.host}:${config.port}` }, 'gateway listening')
+logger.info({ url: `http://${config.host}:${config.port}`, admin: `http://${config.adminHost}:${config.adminPort}` }, 'gateway listening')

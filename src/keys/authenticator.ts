@@ -35,6 +35,8 @@ function principalOf(record: KeyRecord): Principal {
 
 export class KeyAuthenticator implements KeyVerifier {
   private readonly cache: LRUCache<string, CachedKey>
+  private hits = 0
+  private lookups = 0
 
   constructor(private readonly store: KeyStore, private readonly options: AuthenticatorOptions) {
     this.cache = new LRUCache<string, CachedKey>({
@@ -66,7 +68,10 @@ export class KeyAuthenticator implements KeyVerifier {
   async verify(key: string): Promise<Principal> {
     if (keyMode(key) === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
     const digest = digestKey(key)
-    const entry = this.cache.get(digest) ?? await this.load(digest)
+    this.lookups += 1
+    let entry = this.cache.get(digest)
+    if (entry === undefined) entry = await this.load(digest)
+    else this.hits += 1
     const { record, principal } = entry
     if (record === null || principal === null) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
     if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
@@ -80,5 +85,9 @@ export class KeyAuthenticator implements KeyVerifier {
 
   get size(): number {
     return this.cache.size
+  }
+
+  get hitRatio(): number {
+    return this.lookups === 0 ? 0 : Math.round((this.hits / this.lookups) * 1000) / 1000
   }
 }

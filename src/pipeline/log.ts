@@ -1,20 +1,37 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Metrics } from '../admin/metrics.js'
+import type { ErrorCode } from '../contract/errors.js'
 
-// One line per request (operations, "Logs"); reqId and traceId come from the request's
-// logger bindings. The Authorization header and keys are never part of it.
+// After every response: one log line (operations, "Logs"; reqId and traceId come from the
+// request's logger bindings) and the request metrics. Neither ever sees a key.
 
-export function logStage(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  request.log.info({
-    method: request.method,
-    route: request.routeOptions.url ?? null,
-    status: reply.statusCode,
-    code: request.errorCode,
-    durationMs: Math.round(reply.elapsedTime * 1000) / 1000,
-    correlationId: request.correlationId,
-    keyId: request.principal?.keyId ?? null,
-    brand: request.brand?.id ?? null,
-    upstreamMs: request.upstreamMs,
-    cache: request.cacheResult,
-  }, 'request')
-  done()
+const AUTH_FAILURES = new Set<ErrorCode>([
+  'MISSING_AUTH_HEADER', 'INVALID_AUTH_HEADER', 'INVALID_API_KEY', 'API_KEY_EXPIRED', 'API_KEY_SUSPENDED', 'BRAND_ACCESS_DENIED',
+])
+
+export function observeStage(metrics: Metrics | undefined) {
+  return function observe(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    const route = request.routeOptions.url ?? null
+    const status = reply.statusCode
+    const code = request.errorCode
+    request.log.info({
+      method: request.method,
+      route,
+      status,
+      code,
+      durationMs: Math.round(reply.elapsedTime * 1000) / 1000,
+      correlationId: request.correlationId,
+      keyId: request.principal?.keyId ?? null,
+      brand: request.brand?.id ?? null,
+      upstreamMs: request.upstreamMs === null ? null : Math.round(request.upstreamMs * 1000) / 1000,
+      cache: request.cacheResult,
+    }, 'request')
+    if (metrics !== undefined) {
+      // Unmatched paths share one label: a scanner must not mint a series per path.
+      metrics.request(route ?? 'unmatched', request.method, status, code ?? '', reply.elapsedTime / 1000)
+      if (code !== null && AUTH_FAILURES.has(code)) metrics.authFailure(code)
+      if (code === 'RATE_LIMITED') metrics.rateLimited.inc()
+    }
+    done()
+  }
 }

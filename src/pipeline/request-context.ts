@@ -31,6 +31,15 @@ export function traceOf(raw: IncomingMessage): TraceContext {
   return trace
 }
 
+/**
+ * While draining, every answer closes its connection, also those to requests that began
+ * before: clients reconnect, to another instance, and the server can finish closing.
+ */
+export function closeWhileDraining(request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void): void {
+  if (request.server.health.draining) reply.header('connection', 'close')
+  done(null, payload)
+}
+
 export function requestContextStage(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   reply.headers(COMMON_HEADERS)
   reply.header(HEADER_REQUEST_ID, request.id)

@@ -62,6 +62,8 @@ export class PmsClient {
   private readonly ownsDispatcher: boolean
   readonly breaker: CircuitBreaker<[Call], unknown>
   private inFlight = 0
+  /** When the circuit last opened. */
+  private openedAt = 0
 
   constructor(private readonly options: PmsClientOptions) {
     this.ownsDispatcher = options.dispatcher === undefined
@@ -89,6 +91,11 @@ export class PmsClient {
     // exactly that request rather than leave it to finish unheard.
     ;(this.breaker as unknown as NodeJS.EventEmitter).on('timeout', (_error: unknown, _latency: unknown, args: [Call]) => {
       args[0].abort.abort()
+    })
+    // opossum's own `lastTimerAt` is set once, when the breaker is built, not on each open
+    // (its _startTimer runs at construction): keep the time ourselves.
+    this.breaker.on('open', () => {
+      this.openedAt = Date.now()
     })
   }
 
@@ -208,9 +215,7 @@ export class PmsClient {
   /** Whole seconds until the open circuit lets a trial call through (at least 1). */
   retryAfterSeconds(): number {
     if (!this.breaker.opened) return 0
-    // A number of milliseconds at run time, though @types/opossum says symbol.
-    const lastTimerAt = (this.breaker.toJSON().state as unknown as { lastTimerAt?: number }).lastTimerAt ?? Date.now()
-    const remaining = lastTimerAt + this.options.breaker.resetTimeoutMs - Date.now()
+    const remaining = this.openedAt + this.options.breaker.resetTimeoutMs - Date.now()
     return Math.max(1, Math.ceil(remaining / 1000))
   }
 

@@ -1,0 +1,104 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { CacheResult } from '../properties/cache.js'
+import type { UpstreamOutcome } from '../upstream/errors.js'
+import type { BreakerState } from '../upstream/pms-client.js'
+
+// The gateway's metrics. Their names and labels are a contract with operators
+// (operations.md): add, never rename. Each gateway has its own registry, so several can
+// live in one process (tests) without sharing counters.
+
+const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, halfOpen: 1, open: 2 }
+
+// Requests take a few seconds at most; the PMS is the long tail.
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+export class Metrics {
+  readonly registry = new Registry()
+  private readonly requests: Counter<'route' | 'method' | 'status' | 'code'>
+  private readonly requestDuration: Histogram<'route' | 'method' | 'status'>
+  private readonly upstreamRequests: Counter<'upstream' | 'outcome'>
+  private readonly upstreamDuration: Histogram<'upstream'>
+  private readonly cacheRequests: Counter<'cache' | 'result'>
+  private readonly authFailures: Counter<'code'>
+  readonly rateLimited: Counter
+  readonly rateLimiterFailOpen: Counter
+  private readonly breakers = new Map<string, () => BreakerState>()
+  // Label children looked up once per label set, not hashed on every request.
+  private readonly requestChildren = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>()
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry })
+    this.requests = new Counter({
+      name: 'gateway_http_requests_total', help: 'Requests answered, by route, method, status and error code',
+      labelNames: ['route', 'method', 'status', 'code'], registers: [this.registry],
+    })
+    this.requestDuration = new Histogram({
+      name: 'gateway_http_request_duration_seconds', help: 'Time to answer a request',
+      labelNames: ['route', 'method', 'status'], buckets: DURATION_BUCKETS, registers: [this.registry],
+    })
+    this.upstreamRequests = new Counter({
+      name: 'gateway_upstream_requests_total', help: 'Calls to an upstream, by outcome',
+      labelNames: ['upstream', 'outcome'], registers: [this.registry],
+    })
+    this.upstreamDuration = new Histogram({
+      name: 'gateway_upstream_request_duration_seconds', help: 'Time of a call to an upstream',
+      labelNames: ['upstream'], buckets: DURATION_BUCKETS, registers: [this.registry],
+    })
+    const breakers = this.breakers
+    new Gauge({
+      name: 'gateway_circuit_breaker_state', help: 'Circuit breaker state: 0 closed, 1 half-open, 2 open',
+      labelNames: ['upstream'], registers: [this.registry],
+      collect() {
+        for (const [upstream, state] of breakers) this.set({ upstream }, BREAKER_VALUE[state()])
+      },
+    })
+    this.cacheRequests = new Counter({
+      name: 'gateway_cache_requests_total', help: 'Read-cache lookups, by result',
+      labelNames: ['cache', 'result'], registers: [this.registry],
+    })
+    this.authFailures = new Counter({
+      name: 'gateway_auth_failures_total', help: 'Requests refused by authentication, by error code',
+      labelNames: ['code'], registers: [this.registry],
+    })
+    this.rateLimited = new Counter({
+      name: 'gateway_rate_limited_total', help: 'Requests refused with 429 RATE_LIMITED', registers: [this.registry],
+    })
+    this.rateLimiterFailOpen = new Counter({
+      name: 'gateway_rate_limiter_fail_open_total', help: 'Requests let through because Redis could not answer the limiter',
+      registers: [this.registry],
+    })
+  }
+
+  request(route: string, method: string, status: number, code: string, seconds: number): void {
+    const key = `${route} ${method} ${status} ${code}`
+    let child = this.requestChildren.get(key)
+    if (child === undefined) {
+      const statusText = String(status)
+      child = {
+        count: this.requests.labels({ route, method, status: statusText, code }),
+        duration: this.requestDuration.labels({ route, method, status: statusText }),
+      }
+      this.requestChildren.set(key, child)
+    }
+    child.count.inc()
+    child.duration.observe(seconds)
+  }
+
+  upstreamCall(upstream: string, outcome: UpstreamOutcome, seconds: number): void {
+    this.upstreamRequests.inc({ upstream, outcome })
+    // A refusal by the breaker or the in-flight bound never reached the upstream.
+    if (outcome !== 'circuit_open' && outcome !== 'overloaded') this.upstreamDuration.observe({ upstream }, seconds)
+  }
+
+  cacheRead(cache: string, result: CacheResult): void {
+    this.cacheRequests.inc({ cache, result })
+  }
+
+  authFailure(code: string): void {
+    this.authFailures.inc({ code })
+  }
+
+  watchBreaker(upstream: string, state: () => BreakerState): void {
+    this.breakers.set(upstream, state)
+  }
+}

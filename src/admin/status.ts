@@ -1,0 +1,60 @@
+import { readFileSync } from 'node:fs'
+import type { HealthState } from '../health.js'
+import type { KeyAuthenticator } from '../keys/authenticator.js'
+import type { NamedUpstream } from '../properties/upstreams.js'
+import type { RedisMonitor } from '../redis.js'
+import type { BreakerState } from '../upstream/pms-client.js'
+
+// GET /status on the admin port (operations.md): what an SRE needs without reading logs.
+
+export interface StatusSources {
+  health: HealthState
+  redis: RedisMonitor | undefined
+  upstreams: readonly NamedUpstream[]
+  authenticator: KeyAuthenticator
+  startedAt: number
+}
+
+function packageVersion(): string {
+  // package.json sits two folders above src/ and three above dist/src/.
+  for (const relative of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: string; version?: string }
+      if (pkg.name === 'partner-gateway' && pkg.version !== undefined) return pkg.version
+    } catch {
+      // Try the next place.
+    }
+  }
+  return 'unknown'
+}
+
+const VERSION = packageVersion()
+
+export function statusReport(sources: StatusSources) {
+  const upstreams: Record<string, { breaker: BreakerState; retryAfterSeconds: number; callsInFlight: number; stats: Record<string, number> }> = {}
+  const cache: Record<string, { entries: number; hitRatio: number }> = {}
+  for (const upstream of sources.upstreams) {
+    const stats = upstream.client.breaker.stats
+    upstreams[upstream.name] = {
+      breaker: upstream.client.state,
+      retryAfterSeconds: upstream.client.retryAfterSeconds(),
+      callsInFlight: upstream.client.callsInFlight,
+      stats: { successes: stats.successes, failures: stats.failures, timeouts: stats.timeouts, rejects: stats.rejects },
+    }
+    cache[upstream.name === 'pms' ? 'properties' : 'propertiesSandbox'] = { entries: upstream.cache.entries, hitRatio: upstream.cache.hitRatio }
+  }
+  cache.apiKeys = { entries: sources.authenticator.size, hitRatio: sources.authenticator.hitRatio }
+  const failing = sources.health.failing()
+  const degraded = Object.values(upstreams).some((u) => u.breaker !== 'closed')
+  return {
+    status: failing.length > 0 ? 'unhealthy' : degraded ? 'degraded' : 'ok',
+    ...(failing.length > 0 ? { failing } : {}),
+    version: VERSION,
+    uptimeSeconds: Math.floor((Date.now() - sources.startedAt) / 1000),
+    redis: sources.redis === undefined
+      ? { status: 'unused', latencyMs: null }
+      : { status: sources.redis.up ? 'up' : 'down', latencyMs: sources.redis.up ? sources.redis.latencyMs : null },
+    upstreams,
+    cache,
+  }
+}

@@ -1,0 +1,151 @@
+import { request } from 'undici'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp } from '../../src/app.js'
+import { generateKey } from '../../src/keys/format.js'
+import { ACME_HOST, testConfig } from '../helpers/config.js'
+import { FakeKeys } from '../helpers/fake-keys.js'
+import { TestGateway } from '../helpers/gateway.js'
+import { captureLogs } from '../helpers/logs.js'
+import { MemorySource } from '../helpers/memory-source.js'
+import { expectProblem } from '../helpers/problem.js'
+import { eventually } from '../helpers/redis.js'
+
+const METRICS = [
+  'gateway_http_requests_total', 'gateway_http_request_duration_seconds', 'gateway_upstream_requests_total',
+  'gateway_upstream_request_duration_seconds', 'gateway_circuit_breaker_state', 'gateway_cache_requests_total',
+  'gateway_auth_failures_total', 'gateway_rate_limited_total', 'process_cpu_user_seconds_total', 'nodejs_eventloop_lag_seconds',
+]
+
+let t: TestGateway
+let key: string
+let adminUrl: string
+
+beforeAll(async () => {
+  t = await TestGateway.start({
+    config: { breaker: { errorThresholdPercentage: 50, volumeThreshold: 2, resetTimeoutMs: 2000, rollingCountTimeoutMs: 10_000 } },
+  })
+  await t.gateway.admin.listen({ port: 0, host: '127.0.0.1' })
+  adminUrl = `http://127.0.0.1:${(t.gateway.admin.server.address() as { port: number }).port}`
+  key = await t.key()
+})
+afterAll(async () => t.close())
+
+async function admin(path: string) {
+  const res = await request(`${adminUrl}${path}`)
+  return { statusCode: res.statusCode, headers: res.headers, body: await res.body.text() }
+}
+
+/** The value of one series in the Prometheus text. */
+function sample(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `))
+  return line === undefined ? 0 : Number(line.slice(series.length + 1))
+}
+
+describe('metrics', () => {
+  it('exposes every metric of operations.md, moving with traffic', async () => {
+    const ids = t.pms.hotels.filter((h) => h.chain_code === 'ACME').map((h) => String(h.hotel_uuid))
+    const before = (await admin('/metrics')).body
+    await t.get(`/v1/properties/${ids[0]}`, key) // miss, PMS call
+    await t.get(`/v1/properties/${ids[0]}`, key) // hit
+    await t.get('/v1/properties', generateKey('live')) // 401
+    const res = await admin('/metrics')
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/)
+    for (const name of METRICS) expect(res.body).toContain(`# TYPE ${name} `)
+    const moved = (series: string) => sample(res.body, series) - sample(before, series)
+    expect(moved('gateway_http_requests_total{route="/v1/properties/:propertyId",method="GET",status="200",code=""}')).toBe(2)
+    expect(moved('gateway_http_requests_total{route="/v1/properties",method="GET",status="401",code="INVALID_API_KEY"}')).toBe(1)
+    expect(moved('gateway_http_request_duration_seconds_count{route="/v1/properties/:propertyId",method="GET",status="200"}')).toBe(2)
+    expect(moved('gateway_upstream_requests_total{upstream="pms",outcome="success"}')).toBe(1)
+    expect(moved('gateway_upstream_request_duration_seconds_count{upstream="pms"}')).toBe(1)
+    expect(moved('gateway_cache_requests_total{cache="properties",result="miss"}')).toBe(1)
+    expect(moved('gateway_cache_requests_total{cache="properties",result="hit"}')).toBe(1)
+    expect(moved('gateway_auth_failures_total{code="INVALID_API_KEY"}')).toBe(1)
+    expect(sample(res.body, 'gateway_circuit_breaker_state{upstream="pms"}')).toBe(0)
+  })
+
+  it('labels unmatched paths as one route', async () => {
+    await t.get('/v1/scan/1', key)
+    await t.get('/v1/scan/2', key)
+    const text = (await admin('/metrics')).body
+    expect(sample(text, 'gateway_http_requests_total{route="unmatched",method="GET",status="404",code="ROUTE_NOT_FOUND"}')).toBeGreaterThanOrEqual(2)
+    expect(text).not.toContain('/v1/scan')
+  })
+
+  it('never answers admin routes on the public port, nor the API on the admin port', async () => {
+    for (const path of ['/metrics', '/status']) {
+      expectProblem(await t.get(path, key), { code: 'ROUTE_NOT_FOUND', instance: path })
+    }
+    expect((await admin('/v1/health')).statusCode).toBe(404)
+  })
+})
+
+describe('/status follows the breaker', () => {
+  it('goes closed, open (counting down), half-open, closed', async () => {
+    const status = async () => JSON.parse((await admin('/status')).body) as {
+      status: string; redis: { status: string; latencyMs: number | null }; upstreams: { pms: { breaker: string; retryAfterSeconds: number; stats: Record<string, number> } }
+      cache: { properties: { entries: number; hitRatio: number } }; version: string; uptimeSeconds: number
+    }
+    const first = await status()
+    expect(first).toMatchObject({
+      status: 'ok', version: '1.0.0', uptimeSeconds: expect.any(Number),
+      redis: { status: 'up' },
+      upstreams: { pms: { breaker: 'closed', retryAfterSeconds: 0, stats: { successes: expect.any(Number), failures: 0, timeouts: 0, rejects: 0 } } },
+      cache: { properties: { entries: expect.any(Number), hitRatio: expect.any(Number) } },
+    })
+    expect(await eventually(async () => (await status()).redis.latencyMs !== null, 3000)).toBe(true)
+
+    t.pms.setFailure({ mode: 'html-5xx', status: 502 })
+    for (let i = 0; i < 3; i += 1) await t.get(`/v1/properties/00000000-0000-4000-8000-00000000000${i}`, key)
+    const open = await status()
+    expect(open).toMatchObject({ status: 'degraded', upstreams: { pms: { breaker: 'open', retryAfterSeconds: 2, stats: { failures: 2, rejects: 1 } } } })
+    const metricsText = (await admin('/metrics')).body
+    expect(sample(metricsText, 'gateway_circuit_breaker_state{upstream="pms"}')).toBe(2)
+    expect(sample(metricsText, 'gateway_upstream_requests_total{upstream="pms",outcome="circuit_open"}')).toBe(1)
+
+    expect(await eventually(async () => (await status()).upstreams.pms.retryAfterSeconds === 1, 3000, 50)).toBe(true)
+    expect(await eventually(async () => (await status()).upstreams.pms.breaker === 'halfOpen', 3000, 50)).toBe(true)
+    expect(sample((await admin('/metrics')).body, 'gateway_circuit_breaker_state{upstream="pms"}')).toBe(1)
+
+    t.pms.setFailure(undefined)
+    // A property not in the cache: the half-open trial call reaches the PMS, succeeds, closes.
+    const id = String(t.pms.hotels.filter((h) => h.chain_code === 'ACME')[5]?.hotel_uuid)
+    await t.get(`/v1/properties/${id}`, key)
+    expect((await status())).toMatchObject({ status: 'ok', upstreams: { pms: { breaker: 'closed', retryAfterSeconds: 0 } } })
+  })
+})
+
+describe('load shedding', () => {
+  it('answers 503 problem+json and unhealthy while the event loop is saturated', async () => {
+    const app = await buildApp({
+      config: testConfig({ loadShedding: { maxEventLoopDelayMs: 20, maxEventLoopUtilization: 0, sampleIntervalMs: 10 } }),
+      logger: captureLogs().logger,
+      keys: new FakeKeys({}),
+      properties: new MemorySource([]),
+    })
+    await app.ready()
+    try {
+      const shed = await eventually(async () => {
+        const until = Date.now() + 200
+        while (Date.now() < until) { /* saturate the event loop */ }
+        await new Promise((r) => setTimeout(r, 15))
+        return (await app.inject({ url: '/v1/properties', headers: { host: ACME_HOST } })).statusCode === 503
+      }, 5000, 0)
+      expect(shed).toBe(true)
+      const until = Date.now() + 200
+      while (Date.now() < until) { /* and again, for the two answers below */ }
+      await new Promise((r) => setTimeout(r, 15))
+      const [res, health] = [
+        await app.inject({ url: '/v1/properties', headers: { host: ACME_HOST } }),
+        await app.inject({ url: '/v1/health' }),
+      ]
+      expectProblem(res, {
+        code: 'SERVICE_UNAVAILABLE', instance: '/v1/properties', headers: { 'retry-after': '1' },
+        detail: 'The gateway is overloaded; retry shortly.',
+      })
+      expect({ status: health.statusCode, body: health.body }).toEqual({ status: 503, body: '{"status":"unhealthy"}' })
+    } finally {
+      await app.close()
+    }
+  })
+})
