@@ -17,8 +17,10 @@ import { parametersStage } from './pipeline/parameters.js'
 import { closeWhileDraining, generateRequestId, requestContextStage, traceOf } from './pipeline/request-context.js'
 import { RouteIndex } from './pipeline/route-index.js'
 import { MAX_URL_LENGTH, notFoundHandler, routingStage } from './pipeline/routing.js'
+import { rateLimitStage } from './pipeline/rate-limit.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
+import type { RateLimiter } from './ratelimit/limiter.js'
 import './types.js'
 
 export interface AppDependencies {
@@ -28,6 +30,8 @@ export interface AppDependencies {
   properties: PropertySource
   health?: HealthState
   metrics?: Metrics
+  /** Absent when `rateLimit.enabled` is false. */
+  rateLimiter?: RateLimiter
 }
 
 /** Load shedding: every route but health answers 503; health answers unhealthy itself. */
@@ -86,6 +90,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addHook('onRequest', headerStage) // 3. headers
   app.addHook('onRequest', bodyStage) // 3. no body where none is taken
   app.addHook('onRequest', authenticationStage(deps.keys)) // 4. API key and brand
+  if (deps.rateLimiter !== undefined && config.rateLimit.enabled) {
+    app.addHook('onRequest', rateLimitStage(deps.rateLimiter, config.rateLimit.limit, config.rateLimit.windowSeconds)) // 5. quota
+  }
   app.addHook('onRequest', parametersStage) // 6. query and path parameters
   app.addHook('onSend', closeWhileDraining)
   app.addHook('onResponse', observeStage(deps.metrics))

@@ -10,6 +10,8 @@ import { KeyAuthenticator } from './keys/authenticator.js'
 import { RedisKeyStore, type KeyStore } from './keys/store.js'
 import { PmsPropertySource } from './properties/pms-source.js'
 import type { PropertySource } from './properties/source.js'
+import { RateLimiter } from './ratelimit/limiter.js'
+import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './ratelimit/store.js'
 import { createUpstreams, type UpstreamHooks, type UpstreamSet } from './properties/upstreams.js'
 import { createRedis, RedisMonitor } from './redis.js'
 
@@ -46,12 +48,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let redis: Redis | undefined
   let redisMonitor: RedisMonitor | undefined
   let keyStore = options.keyStore
+  let quotaStore: QuotaStore = new MemoryQuotaStore()
   if (keyStore === undefined) {
     const client = createRedis({ url: config.redisUrl, name: 'gateway', logger })
     redis = client
     redisMonitor = new RedisMonitor(client)
     health.add('redis', () => client.status === 'ready')
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
+    quotaStore = new RedisQuotaStore(client, config.redisPrefix)
   }
   const authenticator = new KeyAuthenticator(keyStore, config.keyCache)
   const metrics = new Metrics()
@@ -64,7 +68,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     : undefined
   for (const upstream of upstreams?.all ?? []) metrics.watchBreaker(upstream.name, () => upstream.client.state)
   const properties = options.properties ?? new PmsPropertySource((upstreams as UpstreamSet).byMode)
-  const app = await buildApp({ config, logger, keys: authenticator, properties, health, metrics })
+  const rateLimiter = new RateLimiter(quotaStore, {
+    windowSeconds: config.rateLimit.windowSeconds,
+    logger,
+    onFailOpen: () => metrics.rateLimiterFailOpen.inc(),
+  })
+  const app = await buildApp({ config, logger, keys: authenticator, properties, health, metrics, rateLimiter })
   const admin = await buildAdmin(metrics, { health, redis: redisMonitor, upstreams: upstreams?.all ?? [], authenticator, startedAt: Date.now() })
   const store = keyStore
   app.addHook('onClose', async () => {

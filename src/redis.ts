@@ -24,6 +24,8 @@ export function createRedis(options: RedisOptions): Redis {
     enableOfflineQueue: role !== 'command',
     maxRetriesPerRequest: role === 'command' ? 0 : role === 'subscriber' ? null : 1,
     connectTimeout: 2000,
+    // A Redis that hangs must not hang requests: the limiter fails open, auth answers 503.
+    ...(role === 'command' ? { commandTimeout: 1000 } : {}),
     enableAutoPipelining: true,
     lazyConnect: !reconnect,
     retryStrategy: reconnect ? (times) => Math.min(times * 100, 1000) : () => null,

@@ -72,7 +72,8 @@ export class PrivateRedis {
 
   async stop(): Promise<void> {
     const child = this.process
-    if (child === undefined || child.exitCode !== null) return
+    // A child killed by a signal has a signalCode and no exitCode.
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
     await new Promise<void>((resolve) => {
       child.once('exit', () => resolve())
       child.kill('SIGKILL')

@@ -1,0 +1,59 @@
+import type { Redis } from 'ioredis'
+
+// Where quota is counted. One atomic operation: lease up to `batch` of what is left of a
+// key's quota in a window, and say how much of it is used now.
+
+export interface Lease {
+  granted: number
+  used: number
+}
+
+export interface QuotaStore {
+  lease(counter: string, limit: number, batch: number, ttlMs: number): Promise<Lease>
+}
+
+// KEYS[1] the window's counter; ARGV limit, batch, ttl in ms. Never grants past the limit.
+const LEASE_SCRIPT = `
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local left = tonumber(ARGV[1]) - used
+if left <= 0 then return {0, used} end
+local grant = math.min(tonumber(ARGV[2]), left)
+used = redis.call('INCRBY', KEYS[1], grant)
+if used == grant then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return {grant, used}
+`
+
+type LeaseCommand = (key: string, limit: number, batch: number, ttlMs: number) => Promise<[number, number]>
+
+export class RedisQuotaStore implements QuotaStore {
+  private readonly leaseQuota: LeaseCommand
+
+  constructor(redis: Redis, private readonly namespace: string) {
+    // defineCommand sends EVALSHA, loading the script once per connection.
+    redis.defineCommand('leaseQuota', { numberOfKeys: 1, lua: LEASE_SCRIPT })
+    const command = (redis as unknown as { leaseQuota: LeaseCommand }).leaseQuota
+    this.leaseQuota = command.bind(redis)
+  }
+
+  async lease(counter: string, limit: number, batch: number, ttlMs: number): Promise<Lease> {
+    const [granted, used] = await this.leaseQuota(`${this.namespace}rl:${counter}`, limit, batch, ttlMs)
+    return { granted, used }
+  }
+}
+
+/** Counting in this process only: the demo's store when no Redis answers. */
+export class MemoryQuotaStore implements QuotaStore {
+  private readonly counters = new Map<string, { used: number; expiresAt: number }>()
+
+  async lease(counter: string, limit: number, batch: number, ttlMs: number): Promise<Lease> {
+    const now = Date.now()
+    let entry = this.counters.get(counter)
+    if (entry === undefined || entry.expiresAt <= now) {
+      entry = { used: 0, expiresAt: now + ttlMs }
+      this.counters.set(counter, entry)
+    }
+    const granted = Math.max(0, Math.min(batch, limit - entry.used))
+    entry.used += granted
+    return { granted, used: entry.used }
+  }
+}
