@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MockPms } from '../mocks/pms/server.js'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { ACME_HOST } from './helpers/config.js'
-import { eventually, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
 
 // The real process (`npm start` runs dist/src/server.js) receiving SIGTERM with requests in flight.
 
@@ -56,8 +56,8 @@ function output(child: ChildProcess): () => string {
 
 describe('graceful shutdown', () => {
   it('turns unhealthy at once, serves through the drain, finishes in-flight requests and exits 0', async () => {
-    const port = 30000 + Math.floor(Math.random() * 20000)
-    const child = start(port, port + 1)
+    const port = await freePort()
+    const child = start(port, await freePort())
     const printed = output(child)
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
     const base = `http://127.0.0.1:${port}`
@@ -65,7 +65,8 @@ describe('graceful shutdown', () => {
       const res = await request(`${base}${path}`, { headers: { host: ACME_HOST, 'user-agent': 'shutdown/1.0', authorization: `Bearer ${key}`, ...headers } })
       return { status: res.statusCode, headers: res.headers, body: await res.body.text() }
     }
-    expect(await eventually(async () => (await get('/v1/health').catch(() => ({ status: 0 }))).status === 200, 10_000, 50)).toBe(true)
+    const up = await eventually(async () => (await get('/v1/health').catch(() => ({ status: 0 }))).status === 200, 15_000, 50)
+    expect({ up, printed: up ? '' : printed() }).toEqual({ up: true, printed: '' })
 
     // Requests in flight when the signal comes: the PMS takes 1.2 s to answer each.
     pms.setFailure({ mode: 'latency', latencyMs: 1200 })

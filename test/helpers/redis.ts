@@ -27,7 +27,7 @@ export async function removePrefix(redis: Redis, prefix: string): Promise<void> 
   if (keys.length > 0) await redis.del(...keys)
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.listen(0, '127.0.0.1', () => {

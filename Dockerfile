@@ -1,0 +1,32 @@
+# syntax=docker/dockerfile:1
+# The gateway image: built in one stage, run from a second with production dependencies
+# only, as the unprivileged `node` user. The same image runs the stand-in PMS and the key
+# tool (see docker-compose.yml).
+
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# Scripts off: `prepare` builds, and the sources are not here yet.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY mocks ./mocks
+COPY scripts ./scripts
+COPY bench ./bench
+RUN npm run build
+
+FROM node:24-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    ADMIN_HOST=0.0.0.0
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY config ./config
+USER node
+EXPOSE 3000 9464
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/v1/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# node, not npm, as PID 1's child: SIGTERM reaches the gateway, which drains and exits 0.
+CMD ["node", "dist/src/server.js"]

@@ -1,0 +1,65 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { parse } from 'yaml'
+import { envSchema } from '../src/config.js'
+
+// Docker cannot run here: the container files are kept right by reading them against the
+// project (the files their commands name exist in dist/, the variables they set exist).
+
+const dockerfile = readFileSync('Dockerfile', 'utf8')
+const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as {
+  services: Record<string, { build?: string; image?: string; command?: string[]; entrypoint?: string[]; environment?: Record<string, string>
+    healthcheck?: { test: string[] }; depends_on?: Record<string, { condition: string }>; ports?: string[]; profiles?: string[] }>
+}
+const instructions = dockerfile.split('\n').filter((l) => /^[A-Z]+ /.test(l))
+const MOCK_VARIABLES = ['MOCK_PMS_HOST', 'MOCK_PMS_PORT', 'MOCK_PMS_TOKEN', 'MOCK_PMS_SEED']
+
+describe('Dockerfile', () => {
+  it('builds in one stage and runs Node 24 LTS from another', () => {
+    expect(instructions.filter((l) => l.startsWith('FROM '))).toEqual(['FROM node:24-bookworm-slim AS build', 'FROM node:24-bookworm-slim AS runtime'])
+  })
+
+  it('installs only production dependencies in the runtime stage, and runs as a non-root user', () => {
+    const runtime = instructions.slice(instructions.indexOf('FROM node:24-bookworm-slim AS runtime'))
+    expect(runtime.some((l) => l.includes('npm ci --omit=dev --ignore-scripts'))).toBe(true)
+    expect(runtime.some((l) => l.startsWith('COPY --from=build /app/dist ./dist'))).toBe(true)
+    expect(runtime).toContain('USER node')
+    expect(runtime.indexOf('USER node')).toBeLessThan(runtime.findIndex((l) => l.startsWith('CMD ')))
+  })
+
+  it('starts the built server with node itself, so SIGTERM reaches it', () => {
+    const cmd = instructions.find((l) => l.startsWith('CMD '))
+    expect(cmd).toBe('CMD ["node", "dist/src/server.js"]')
+    expect(existsSync('dist/src/server.js')).toBe(true)
+  })
+
+  it('copies every folder the build compiles', () => {
+    const include = (JSON.parse(readFileSync('tsconfig.build.json', 'utf8')) as { include: string[] }).include
+    for (const folder of include) expect(dockerfile).toContain(`COPY ${folder} ./${folder}`)
+  })
+})
+
+describe('docker-compose.yml', () => {
+  it('runs Redis with a health check, the stand-in PMS, the gateway and a one-shot key tool', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['gateway', 'keys', 'pms', 'redis'])
+    expect(compose.services.redis?.healthcheck?.test).toEqual(['CMD', 'redis-cli', 'ping'])
+    expect(compose.services.gateway?.depends_on).toEqual({ redis: { condition: 'service_healthy' }, pms: { condition: 'service_healthy' } })
+    expect(compose.services.gateway?.ports).toEqual(['3000:3000', '9464:9464'])
+    expect(compose.services.keys?.profiles).toEqual(['tools'])
+  })
+
+  it('names only built files and known variables', () => {
+    const known = new Set([...Object.keys(envSchema.shape), ...MOCK_VARIABLES])
+    for (const [name, service] of Object.entries(compose.services)) {
+      for (const variable of Object.keys(service.environment ?? {})) expect(known, `${name}: ${variable}`).toContain(variable)
+      for (const part of [...(service.command ?? []), ...(service.entrypoint ?? [])]) {
+        if (part.startsWith('dist/')) expect(existsSync(part), `${name}: ${part}`).toBe(true)
+      }
+    }
+  })
+
+  it('gives the PMS the token the gateway sends', () => {
+    expect(compose.services.pms?.environment?.MOCK_PMS_TOKEN).toBe(compose.services.gateway?.environment?.PMS_TOKEN)
+    expect(compose.services.gateway?.environment?.PMS_URL).toBe(`http://pms:${compose.services.pms?.environment?.MOCK_PMS_PORT}`)
+  })
+})

@@ -1,0 +1,70 @@
+import { execFile, spawn } from 'node:child_process'
+import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, it } from 'vitest'
+import { REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+
+// `npm run demo` as a newcomer runs it: the curl lines it prints must work as printed.
+
+const run = promisify(execFile)
+const prefix = testPrefix()
+
+afterAll(async () => {
+  const redis = new Redis(REDIS_URL)
+  await removePrefix(redis, prefix)
+  redis.disconnect()
+})
+
+async function demo(env: Record<string, string>, check: (printed: string) => Promise<void>): Promise<void> {
+  const child = spawn('npm', ['run', '--silent', 'demo'], {
+    env: { ...process.env, PORT: '0', ADMIN_PORT: '0', MOCK_PMS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group, signalled whole as Ctrl-C in a terminal would (npm does not
+    // pass a signal on to the script it runs).
+    detached: true,
+  })
+  let printed = ''
+  child.stdout.on('data', (c: Buffer) => { printed += c.toString() })
+  child.stderr.on('data', (c: Buffer) => { printed += c.toString() })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  try {
+    const deadline = Date.now() + 15_000
+    while (!printed.includes('Ctrl-C stops it.') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    expect(printed).toContain('Ctrl-C stops it.')
+    await check(printed)
+  } finally {
+    process.kill(-(child.pid as number), 'SIGINT')
+    await exited
+  }
+}
+
+async function curl(printed: string, fragment: string): Promise<unknown> {
+  const line = printed.split('\n').find((l) => l.startsWith('curl ') && l.includes(fragment))
+  expect(line).toBeDefined()
+  const { stdout } = await run('sh', ['-c', line as string])
+  return JSON.parse(stdout) as unknown
+}
+
+describe('npm run demo', () => {
+  it('with Redis: prints curl lines that return properties', async () => {
+    await demo({ REDIS_URL, REDIS_PREFIX: prefix }, async (printed) => {
+      expect(printed).toContain('Redis at redis://127.0.0.1:6379 answers')
+      const list = await curl(printed, 'perPage=3') as { data: { object: string }[]; meta: { pagination: { total: number } } }
+      expect(list.data).toHaveLength(3)
+      expect(list.data.every((p) => p.object === 'property')).toBe(true)
+      expect(list.meta.pagination.total).toBeGreaterThan(3)
+      expect(await curl(printed, '/v1/health')).toEqual({ status: 'ok' })
+      expect(await curl(printed, '/status')).toMatchObject({ status: 'ok', redis: { status: 'up' } })
+    })
+  })
+
+  it('without Redis: says so plainly and serves from an in-memory key store', async () => {
+    await demo({ REDIS_URL: 'redis://127.0.0.1:1' }, async (printed) => {
+      expect(printed).toContain('No Redis answers at redis://127.0.0.1:1: this demo keeps its key and rate limits in memory.')
+      const one = await curl(printed, '/v1/properties/') as { data: { object: string; id: string } }
+      expect(one.data.object).toBe('property')
+      const refused = await curl(printed, 'per_page') as { code: string; errors: { detail: string }[] }
+      expect(refused.code).toBe('UNKNOWN_QUERY_PARAMETER')
+      expect(refused.errors[0]?.detail).toBe("Did you mean 'perPage'?")
+    })
+  })
+})
