@@ -1,5 +1,7 @@
 import underPressure from '@fastify/under-pressure'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
+import Fastify, {
+  LogController, type FastifyBaseLogger, type FastifyContextConfig, type FastifyInstance, type FastifyRequest, type onRequestHookHandler,
+} from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './admin/metrics.js'
 import type { Config } from './config.js'
@@ -14,6 +16,7 @@ import { headerStage } from './pipeline/headers.js'
 import { observeStage } from './pipeline/log.js'
 import { negotiationStage } from './pipeline/negotiation.js'
 import { parametersStage } from './pipeline/parameters.js'
+import { LazyRequestLogger } from './pipeline/request-logger.js'
 import { closeWhileDraining, generateRequestId, requestContextStage, traceOf } from './pipeline/request-context.js'
 import { RouteIndex } from './pipeline/route-index.js'
 import { MAX_URL_LENGTH, notFoundHandler, routingStage } from './pipeline/routing.js'
@@ -49,7 +52,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: generateRequestId,
     childLoggerFactory: (logger, bindings, options, raw) =>
-      logger.child({ ...bindings, traceId: traceOf(raw as Parameters<typeof traceOf>[0]).traceId }, options),
+      new LazyRequestLogger(logger, { ...bindings, traceId: traceOf(raw as Parameters<typeof traceOf>[0]).traceId }, options),
     trustProxy: config.trustProxy,
     bodyLimit: BODY_LIMIT,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },
@@ -62,7 +65,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('gatewayConfig', config)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
-  for (const field of ['brand', 'trace', 'correlationId', 'principal', 'parsedQuery', 'errorCode', 'upstreamMs', 'cacheResult'] as const) {
+  for (const field of ['routeUrl', 'brand', 'trace', 'correlationId', 'principal', 'parsedQuery', 'errorCode', 'upstreamMs', 'cacheResult'] as const) {
     app.decorateRequest(field, null)
   }
 
@@ -79,23 +82,40 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   }
 
   const routes = new RouteIndex()
+  const authenticate = authenticationStage(deps.keys)
+  const limitRate = deps.rateLimiter !== undefined && config.rateLimit.enabled
+    ? rateLimitStage(deps.rateLimiter, config.rateLimit.limit, config.rateLimit.windowSeconds)
+    : undefined
+
+  /**
+   * The order of checks (decisions 1), for one route. Each route gets the stages it takes,
+   * built with its own config, so no stage looks its route up per request. Health takes
+   * steps 1, 2 and 6 only.
+   */
+  function pipelineFor(url: string, routeConfig: FastifyContextConfig): onRequestHookHandler[] {
+    const authenticated = routeConfig.authenticated === true
+    return [
+      routingStage(routes, url, routeConfig), // 1. route and host
+      negotiationStage, // 2. Accept
+      ...(authenticated ? [headerStage(routeConfig), bodyStage] : []), // 3. headers, no body
+      ...(authenticated ? [authenticate] : []), // 4. API key and brand
+      ...(authenticated && limitRate !== undefined ? [limitRate] : []), // 5. quota
+      parametersStage(routeConfig), // 6. query and path parameters
+    ] as onRequestHookHandler[]
+  }
+
   app.addHook('onRoute', (route) => {
-    routes.add(route.url, route.method, route.config?.brandScoped === true)
+    const routeConfig = (route.config ?? {}) as FastifyContextConfig
+    routes.add(route.url, route.method, routeConfig.brandScoped === true)
+    const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]
+    route.onRequest = [...pipelineFor(route.url, routeConfig), ...own]
   })
 
-  // The order of checks (decisions 1). Each stage skips what does not concern its route.
-  app.addHook('onRequest', requestContextStage) // ids, trace, correlation id
-  app.addHook('onRequest', routingStage(routes)) // 1. route and host
-  app.addHook('onRequest', negotiationStage) // 2. Accept
-  app.addHook('onRequest', headerStage) // 3. headers
-  app.addHook('onRequest', bodyStage) // 3. no body where none is taken
-  app.addHook('onRequest', authenticationStage(deps.keys)) // 4. API key and brand
-  if (deps.rateLimiter !== undefined && config.rateLimit.enabled) {
-    app.addHook('onRequest', rateLimitStage(deps.rateLimiter, config.rateLimit.limit, config.rateLimit.windowSeconds)) // 5. quota
-  }
-  app.addHook('onRequest', parametersStage) // 6. query and path parameters
+  // Every request, matched or not: its id, trace and correlation id; after the answer, the
+  // log line and the metrics.
+  app.addHook('onRequest', requestContextStage)
   app.addHook('onSend', closeWhileDraining)
-  app.addHook('onResponse', observeStage(deps.metrics))
+  app.addHook('onResponse', observeStage(deps.logger, deps.metrics))
 
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(notFoundHandler(routes))

@@ -1,17 +1,16 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
 
 // Paths that could hold a secret if anything ever logged a request or a key record.
-// Nothing on the hot path logs them; redaction is the second line of defence.
+// Nothing logs them; redaction is the second line of defence. No wildcards: they make pino
+// walk every line of every request.
 export const REDACT_PATHS = [
   'req.headers.authorization',
   'headers.authorization',
+  'headers["x-pms-service-token"]',
   'authorization',
   'key',
   'apiKey',
   'token',
-  '*.key',
-  '*.token',
-  'headers["x-pms-service-token"]',
 ]
 
 export interface LoggerOptions {
@@ -31,7 +30,6 @@ export function createLogger(options: LoggerOptions): Logger {
   return pino({
     level: options.level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   }, destination)
 }

@@ -24,6 +24,8 @@ declare module 'fastify' {
   }
 
   interface FastifyRequest {
+    /** The matched route's path pattern; null when none matched. */
+    routeUrl: string | null
     brand: Brand | null
     trace: TraceContext | null
     correlationId: string | null

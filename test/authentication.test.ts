@@ -51,6 +51,7 @@ beforeAll(async () => {
   a = await createGateway({ config, logger: logsA.logger, properties: source })
   b = await createGateway({ config, logger: logsB.logger, properties: source })
   await Promise.all([a.app.ready(), b.app.ready()])
+  expect(await eventually(async () => a.redis?.status === 'ready' && b.redis?.status === 'ready', 5000)).toBe(true)
   // Both instances subscribed before any test publishes.
   expect(await eventually(async () => (await redis.pubsub('NUMSUB', `${prefix}keys:changed`))[1] === 2, 5000)).toBe(true)
 })

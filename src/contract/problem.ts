@@ -58,7 +58,8 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   const body = JSON.stringify(buildProblem(error, docsUrl, pathOf(request.url), request.id))
   // Fastify's own HEAD routes drop the body; a HEAD that matched no route is ours to trim,
   // keeping the length GET would have had (RFC 9110 9.3.2).
-  if (request.method === 'HEAD' && request.routeOptions.method !== 'HEAD') {
+  // (Requests Fastify builds for framework errors lack our decorations: undefined, not null.)
+  if (request.method === 'HEAD' && (request.routeUrl ?? null) === null) {
     reply.header('content-length', String(Buffer.byteLength(body)))
     return reply.send()
   }

@@ -30,7 +30,6 @@ export function bearerToken(header: string | undefined): string {
 
 export function authenticationStage(verifier: KeyVerifier) {
   return async function authenticate(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
-    if (request.is404 || request.routeOptions.config.authenticated !== true) return
     const principal = await verifier.verify(bearerToken(request.headers.authorization))
     request.principal = principal
     const brand = request.brand as Brand

@@ -15,9 +15,8 @@ function unexpected(): ApiError {
   return new ApiError('UNEXPECTED_BODY', 'This endpoint takes no request body; send parameters in the query string.')
 }
 
+/** Step 3 (end) for a route that takes no body. */
 export function bodyStage(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void {
-  // Health takes steps 1, 2 and 6 only (decisions 1).
-  if (request.is404 || request.routeOptions.config.authenticated !== true) return done()
   const length = request.headers['content-length']
   const chunked = request.headers['transfer-encoding'] !== undefined
   if (!chunked) {

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { HEADER_CORRELATION_ID, HEADER_PROPERTY_ID } from '../contract/headers.js'
 
@@ -6,8 +6,10 @@ import { HEADER_CORRELATION_ID, HEADER_PROPERTY_ID } from '../contract/headers.j
 
 const USER_AGENT = /^[\x20-\x7E]{3,255}$/
 
-export function headerStage(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-  if (request.is404 || request.routeOptions.config.authenticated !== true) return done()
+/** Step 3 for an authenticated route. */
+export function headerStage(config: FastifyContextConfig) {
+  const takesPropertyHeader = config.takesPropertyHeader === true
+  return function checkHeaders(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
   const headers = request.headers
   const userAgent = headers['user-agent']
   if (userAgent === undefined) {
@@ -26,10 +28,11 @@ export function headerStage(request: FastifyRequest, _reply: FastifyReply, done:
   if (invalid.length > 0) {
     return done(new ApiError('INVALID_HEADER', `Invalid ${invalid.map((e) => e.field).join(' and ')} header.`, { errors: invalid }))
   }
-  if (headers[HEADER_PROPERTY_ID] !== undefined && request.routeOptions.config.takesPropertyHeader !== true) {
+  if (headers[HEADER_PROPERTY_ID] !== undefined && !takesPropertyHeader) {
     return done(new ApiError('HEADER_NOT_ALLOWED', 'This endpoint takes no Service-Property-Id header.', {
       errors: [{ field: 'Service-Property-Id', code: 'NOT_ALLOWED', detail: 'Remove this header; brand-wide endpoints do not take it.' }],
     }))
   }
   done()
+}
 }

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Logger } from 'pino'
 import type { Metrics } from '../admin/metrics.js'
 import type { ErrorCode } from '../contract/errors.js'
 
@@ -9,12 +10,15 @@ const AUTH_FAILURES = new Set<ErrorCode>([
   'MISSING_AUTH_HEADER', 'INVALID_AUTH_HEADER', 'INVALID_API_KEY', 'API_KEY_EXPIRED', 'API_KEY_SUSPENDED', 'BRAND_ACCESS_DENIED',
 ])
 
-export function observeStage(metrics: Metrics | undefined) {
+export function observeStage(logger: Logger, metrics: Metrics | undefined) {
   return function observe(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-    const route = request.routeOptions.url ?? null
+    const route = request.routeUrl
     const status = reply.statusCode
     const code = request.errorCode
-    request.log.info({
+    // From the root logger: the request's own child is made only when needed (request-logger.ts).
+    logger.info({
+      reqId: request.id,
+      traceId: request.trace?.traceId ?? null,
       method: request.method,
       route,
       status,

@@ -65,6 +65,6 @@ export function acceptsJson(accept: string | undefined): boolean {
 }
 
 export function negotiationStage(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-  if (request.is404 || acceptsJson(request.headers.accept)) return done()
+  if (acceptsJson(request.headers.accept)) return done()
   done(new ApiError('NOT_ACCEPTABLE', `This API produces application/json only; the Accept header '${request.headers.accept ?? ''}' does not admit it.`))
 }

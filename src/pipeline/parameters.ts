@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
 
 // Step 6 of decisions 1, with the rules of decisions 3: query parameters are plain digits
@@ -47,16 +47,19 @@ function checkInteger(name: string, value: unknown, rule: IntegerRule): FieldErr
 /** Validated query values, defaults filled in. */
 export type ParsedQuery = Record<string, number>
 
-export function parametersStage(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-  if (request.is404) return done()
-  const config = request.routeOptions.config
-  try {
-    request.parsedQuery = parseQuery(request.query as Record<string, unknown>, config.query ?? {})
-    checkParams(request.params as Record<string, string>, config.params ?? {})
-  } catch (error) {
-    return done(error as Error)
+/** Step 6 for a route, with its query and path rules. */
+export function parametersStage(config: FastifyContextConfig) {
+  const query = config.query ?? {}
+  const params = config.params ?? {}
+  return function checkParameters(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+    try {
+      request.parsedQuery = parseQuery(request.query as Record<string, unknown>, query)
+      checkParams(request.params as Record<string, string>, params)
+    } catch (error) {
+      return done(error as Error)
+    }
+    done()
   }
-  done()
 }
 
 export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): ParsedQuery {

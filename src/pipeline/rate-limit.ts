@@ -10,7 +10,6 @@ import type { RateLimiter } from '../ratelimit/limiter.js'
 
 export function rateLimitStage(limiter: RateLimiter, defaultLimit: number, windowSeconds: number) {
   return async function rateLimit(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (request.is404 || request.routeOptions.config.authenticated !== true) return
     const principal = request.principal as Principal
     const limit = principal.rateLimit ?? defaultLimit
     const verdict = await limiter.take(principal.keyId, limit)

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
 import { pathOf } from '../contract/problem.js'
 import type { RouteIndex } from './route-index.js'
@@ -46,16 +46,18 @@ function explainMiss(request: FastifyRequest, index: RouteIndex): ApiError {
   }
 }
 
-/** onRequest stage for matched routes. */
-export function routingStage(index: RouteIndex) {
+/** Step 1 for a matched route (`url`), with that route's config. */
+export function routingStage(index: RouteIndex, url: string, config: FastifyContextConfig) {
+  const brandScoped = config.brandScoped === true
+  const hasParameters = url.includes(':')
   return function route(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-    if (request.is404) return done()
+    request.routeUrl = url
     try {
       checkUrlLength(request)
       resolveBrand(request)
       // The router lets a parameter match nothing (`/v1/properties/`); no route takes that.
-      if (hasEmptyParameter(request.params)) throw explainMiss(request, index)
-      if (request.routeOptions.config.brandScoped === true && request.brand === null) throw hostNotServed(request)
+      if (hasParameters && hasEmptyParameter(request.params)) throw explainMiss(request, index)
+      if (brandScoped && request.brand === null) throw hostNotServed(request)
     } catch (error) {
       return done(error as Error)
     }

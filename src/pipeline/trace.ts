@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 
 // W3C Trace Context (https://www.w3.org/TR/trace-context/#traceparent-header).
 // A malformed header never fails the request: a fresh trace starts instead and the
@@ -38,12 +38,16 @@ export function parseTraceparent(header: string | undefined): Omit<TraceContext,
   return { traceId, parentId, flags }
 }
 
+// From randomUUID, which draws on a cached pool of entropy: a fresh randomBytes() call per
+// request cost more than the rest of the trace handling together. 122 random bits a trace.
 export function newTraceId(): string {
-  return randomBytes(16).toString('hex')
+  const uuid = randomUUID()
+  return `${uuid.slice(0, 8)}${uuid.slice(9, 13)}${uuid.slice(14, 18)}${uuid.slice(19, 23)}${uuid.slice(24)}`
 }
 
 export function newSpanId(): string {
-  return randomBytes(8).toString('hex')
+  const uuid = randomUUID()
+  return `${uuid.slice(0, 8)}${uuid.slice(24, 32)}`
 }
 
 export function traceFromHeaders(traceparent: string | string[] | undefined, tracestate: string | string[] | undefined): TraceContext {

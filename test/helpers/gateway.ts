@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
 import type { FileConfig } from '../../src/config.js'
@@ -40,6 +41,10 @@ export class TestGateway {
     if (sandbox !== undefined) Object.assign(env, { PMS_SANDBOX_URL: sandbox.url, PMS_SANDBOX_TOKEN: 'sandbox-token' })
     t.gateway = await createGateway({ config: testConfig(options.config ?? {}, env), logger: t.logs.logger, ...options.gateway })
     await t.gateway.app.listen({ port: 0, host: '127.0.0.1' })
+    // Until its Redis connection is up, a new gateway answers unknown keys with 503 (as it
+    // should); tests start from a gateway that is ready.
+    const redis = t.gateway.redis
+    if (redis !== undefined && redis.status !== 'ready') await once(redis, 'ready')
     t.url = `http://127.0.0.1:${(t.gateway.app.server.address() as { port: number }).port}`
     return t
   }

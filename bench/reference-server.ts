@@ -1,0 +1,33 @@
+import { createServer } from 'node:http'
+
+// The reference: a bare node:http server answering each benchmarked path with the bytes the
+// gateway sent for it and the same kind of headers. It does no work, so the ratio of the
+// gateway to it is the gateway's own cost on this machine, in this run.
+//
+// Started by bench/run.ts with ROUTES (JSON: { "<path>": { status, headers, body } }) on stdin.
+
+interface Route {
+  status: number
+  headers: Record<string, string>
+  body: string
+}
+
+const chunks: Buffer[] = []
+for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+const routes = new Map(Object.entries(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, Route>))
+let counter = 0
+
+const server = createServer((req, res) => {
+  const route = routes.get(req.url ?? '')
+  if (route === undefined) {
+    res.writeHead(404).end()
+    return
+  }
+  counter += 1
+  res.writeHead(route.status, { ...route.headers, 'service-request-id': `req_${counter.toString(16).padStart(32, '0')}` })
+  res.end(route.body)
+})
+server.keepAliveTimeout = 72_000
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: (server.address() as { port: number }).port })}\n`)
+})

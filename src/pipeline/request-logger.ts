@@ -1,0 +1,43 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Bindings, ChildLoggerOptions } from 'pino'
+
+// A request's logger, made on first use. Most requests log nothing but their one line
+// (written by pipeline/log.ts from the root logger with reqId and traceId as fields), so
+// building a pino child for each, which serialises its bindings, was pure cost on the
+// hot path. When something does log mid-request, the child is made then, with the same
+// bindings, so every line of the request carries reqId and traceId.
+
+export class LazyRequestLogger implements FastifyBaseLogger {
+  private real: FastifyBaseLogger | undefined
+
+  constructor(
+    private readonly root: FastifyBaseLogger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
+
+  private get logger(): FastifyBaseLogger {
+    this.real ??= this.root.child(this.bindings, this.options)
+    return this.real
+  }
+
+  get level(): string {
+    return this.root.level
+  }
+
+  set level(level: string) {
+    this.logger.level = level
+  }
+
+  fatal: FastifyBaseLogger['fatal'] = (...args: Parameters<FastifyBaseLogger['fatal']>) => this.logger.fatal(...args)
+  error: FastifyBaseLogger['error'] = (...args: Parameters<FastifyBaseLogger['error']>) => this.logger.error(...args)
+  warn: FastifyBaseLogger['warn'] = (...args: Parameters<FastifyBaseLogger['warn']>) => this.logger.warn(...args)
+  info: FastifyBaseLogger['info'] = (...args: Parameters<FastifyBaseLogger['info']>) => this.logger.info(...args)
+  debug: FastifyBaseLogger['debug'] = (...args: Parameters<FastifyBaseLogger['debug']>) => this.logger.debug(...args)
+  trace: FastifyBaseLogger['trace'] = (...args: Parameters<FastifyBaseLogger['trace']>) => this.logger.trace(...args)
+  silent: FastifyBaseLogger['silent'] = (...args: Parameters<FastifyBaseLogger['silent']>) => this.logger.silent(...args)
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.logger.child(bindings, options)
+  }
+}
