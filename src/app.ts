@@ -2,6 +2,7 @@ import underPressure from '@fastify/under-pressure'
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyContextConfig, type FastifyInstance, type FastifyRequest, type onRequestHookHandler,
 } from 'fastify'
+import type { IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import type { Metrics } from './admin/metrics.js'
 import type { Config } from './config.js'
@@ -17,7 +18,7 @@ import { observeStage } from './pipeline/log.js'
 import { negotiationStage } from './pipeline/negotiation.js'
 import { parametersStage } from './pipeline/parameters.js'
 import { LazyRequestLogger } from './pipeline/request-logger.js'
-import { closeWhileDraining, generateRequestId, requestContextStage, traceOf } from './pipeline/request-context.js'
+import { closeWhileDraining, generateRequestId, requestContextStage } from './pipeline/request-context.js'
 import { RouteIndex } from './pipeline/route-index.js'
 import { MAX_URL_LENGTH, notFoundHandler, routingStage } from './pipeline/routing.js'
 import { rateLimitStage } from './pipeline/rate-limit.js'
@@ -51,8 +52,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Our own single line per request replaces Fastify's two (pipeline/log.ts).
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: generateRequestId,
-    childLoggerFactory: (logger, bindings, options, raw) =>
-      new LazyRequestLogger(logger, { ...bindings, traceId: traceOf(raw as Parameters<typeof traceOf>[0]).traceId }, options),
+    childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
     trustProxy: config.trustProxy,
     bodyLimit: BODY_LIMIT,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },

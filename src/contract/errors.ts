@@ -159,7 +159,12 @@ export class ApiError extends Error {
   readonly retryAfter: number | undefined
 
   constructor(readonly code: ErrorCode, readonly detail: string, options: ApiErrorOptions = {}) {
+    // An ApiError is an expected answer, not a fault: capturing a stack trace for every
+    // 400 or 401 was most of what a rejection cost. A 5xx keeps its cause, with its stack.
+    const stackTraceLimit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    Error.stackTraceLimit = stackTraceLimit
     this.name = 'ApiError'
     this.status = errorCatalog[code].status
     this.errors = options.errors ?? []

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import fastJson from 'fast-json-stringify'
 import { ApiError, errorCatalog, kebabCode, type ErrorCode, type FieldError } from './errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from './headers.js'
 
@@ -23,10 +24,38 @@ export function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
+// The body of every error, serialised by a compiled function (fast-json-stringify) rather
+// than JSON.stringify: rejections must be cheap (bench/README.md).
+const string = { type: 'string' } as const
+export const serializeProblem = fastJson({
+  type: 'object',
+  properties: {
+    type: string, title: string, status: { type: 'integer' }, detail: string, moreInfo: string, instance: string, code: string,
+    errors: {
+      type: 'array',
+      items: { type: 'object', properties: { field: string, code: string, detail: string }, required: ['field', 'code', 'detail'] },
+    },
+    requestId: string, timestamp: string,
+  },
+  required: ['type', 'title', 'status', 'detail', 'moreInfo', 'instance', 'code', 'errors', 'requestId', 'timestamp'],
+}) as (problem: ProblemDetails) => string
+
+// `type` links, built once per docs URL and code.
+const typeLinks = new Map<string, string>()
+function typeLink(docsUrl: string, code: ErrorCode): string {
+  const key = `${docsUrl} ${code}`
+  let link = typeLinks.get(key)
+  if (link === undefined) {
+    link = `${docsUrl}/errors/${kebabCode(code)}`
+    typeLinks.set(key, link)
+  }
+  return link
+}
+
 export function buildProblem(error: ApiError, docsUrl: string, instance: string, requestId: string): ProblemDetails {
   const spec = errorCatalog[error.code]
   return {
-    type: `${docsUrl}/errors/${kebabCode(error.code)}`,
+    type: typeLink(docsUrl, error.code),
     title: spec.title,
     status: spec.status,
     detail: error.detail,
@@ -55,7 +84,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   if (error.headers !== undefined) reply.headers(error.headers)
   if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter))
   reply.type(PROBLEM_CONTENT_TYPE)
-  const body = JSON.stringify(buildProblem(error, docsUrl, pathOf(request.url), request.id))
+  const body = serializeProblem(buildProblem(error, docsUrl, pathOf(request.url), request.id))
   // Fastify's own HEAD routes drop the body; a HEAD that matched no route is ours to trim,
   // keeping the length GET would have had (RFC 9110 9.3.2).
   // (Requests Fastify builds for framework errors lack our decorations: undefined, not null.)

@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
+import type { IncomingMessage } from 'node:http'
 import type { Bindings, ChildLoggerOptions } from 'pino'
+import { traceOf } from './request-context.js'
 
 // A request's logger, made on first use. Most requests log nothing but their one line
 // (written by pipeline/log.ts from the root logger with reqId and traceId as fields), so
@@ -14,10 +16,11 @@ export class LazyRequestLogger implements FastifyBaseLogger {
     private readonly root: FastifyBaseLogger,
     private readonly bindings: Bindings,
     private readonly options: ChildLoggerOptions,
+    private readonly raw: IncomingMessage,
   ) {}
 
   private get logger(): FastifyBaseLogger {
-    this.real ??= this.root.child(this.bindings, this.options)
+    this.real ??= this.root.child({ ...this.bindings, traceId: traceOf(this.raw).traceId }, this.options)
     return this.real
   }
 
