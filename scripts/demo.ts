@@ -1,30 +1,17 @@
 import { once } from 'node:events'
-import { Redis } from 'ioredis'
 import { MockPms } from '../mocks/pms/server.js'
 import { loadConfig } from '../src/config.js'
 import { createGateway } from '../src/gateway.js'
 import { createLogger, flushLogger } from '../src/logger.js'
 import { MemoryKeyStore, type KeyStore } from '../src/keys/store.js'
 import { redactUrl } from '../src/keys/tool.js'
+import { redisAnswers } from '../src/redis.js'
 
 // `npm run demo`: the stand-in PMS, the gateway and a demo key in one process, for a
 // newcomer with only Node and npm. It uses Redis at REDIS_URL when one answers; otherwise
 // it says so and keeps keys in memory (the demo only: `npm start` never falls back).
 
 const DEMO_TOKEN = 'demo-pms-token'
-
-async function redisAnswers(url: string): Promise<boolean> {
-  const client = new Redis(url, { lazyConnect: true, connectTimeout: 1000, retryStrategy: () => null, maxRetriesPerRequest: 0 })
-  client.on('error', () => undefined)
-  try {
-    await client.connect()
-    return (await client.ping()) === 'PONG'
-  } catch {
-    return false
-  } finally {
-    client.disconnect()
-  }
-}
 
 async function startPms(): Promise<MockPms> {
   const pms = new MockPms({ token: DEMO_TOKEN, baseLatencyMs: 5 })

@@ -79,3 +79,17 @@ export class RedisMonitor {
     clearInterval(this.timer)
   }
 }
+
+/** Whether a Redis answers PING at `url` within the connect timeout (one attempt, no retry). */
+export async function redisAnswers(url: string, connectTimeoutMs = 1000): Promise<boolean> {
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs, retryStrategy: () => null, maxRetriesPerRequest: 0 })
+  client.on('error', () => undefined)
+  try {
+    await client.connect()
+    return (await client.ping()) === 'PONG'
+  } catch {
+    return false
+  } finally {
+    client.disconnect()
+  }
+}

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
+import { redisAnswers } from '../../src/redis.js'
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
@@ -55,18 +56,7 @@ export class PrivateRedis {
 
   async start(): Promise<void> {
     this.process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-    const answers = await eventually(async () => {
-      const client = new Redis(this.url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 })
-      client.on('error', () => undefined)
-      try {
-        await client.connect()
-        return (await client.ping()) === 'PONG'
-      } catch {
-        return false
-      } finally {
-        client.disconnect()
-      }
-    }, 5000, 50)
+    const answers = await eventually(async () => redisAnswers(this.url), 5000, 50)
     if (!answers) throw new Error(`redis-server on port ${this.port} did not start`)
   }
 
