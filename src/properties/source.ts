@@ -36,5 +36,4 @@ export interface PropertySource {
   get(id: string, context: SourceContext): Promise<PropertyRecord | undefined>
   /** Active properties in scope, ordered by createdAt then id. */
   listActive(scope: ListScope, page: number, perPage: number, context: SourceContext): Promise<PropertyPage>
-  close?(): Promise<void>
 }
