@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { sendData } from '../contract/envelope.js'
+import { sendProperties, sendProperty } from '../contract/envelope.js'
 import { ApiError } from '../contract/errors.js'
-import { propertyListResponseSchema, propertyResponseSchema } from '../contract/property.js'
 import type { Brand } from '../pipeline/brands.js'
 import type { QuerySpec } from '../pipeline/parameters.js'
 import type { Principal } from '../keys/principal.js'
@@ -41,19 +40,17 @@ export function propertyRoutes(source: PropertySource) {
 
     app.get('/v1/properties', {
       config: { ...propertyRoute, query: listQuery },
-      schema: { response: { 200: propertyListResponseSchema } },
     }, async (request, reply) => {
       const brand = request.brand as Brand
       const principal = request.principal as Principal
       const { page, perPage } = request.parsedQuery as { page: number; perPage: number }
       const result = await source.listActive(
         { chainCode: brand.chainCode, allowed: principal.properties }, page, perPage, contextOf(request, principal))
-      return sendData(request, reply, result.items, { page, perPage, total: result.total })
+      return sendProperties(request, reply, result.items, { page, perPage, total: result.total })
     })
 
     app.get<{ Params: { propertyId: string } }>('/v1/properties/:propertyId', {
       config: { ...propertyRoute, query: {}, params: { propertyId: 'uuid' } },
-      schema: { response: { 200: propertyResponseSchema } },
     }, async (request, reply) => {
       const brand = request.brand as Brand
       const principal = request.principal as Principal
@@ -65,7 +62,7 @@ export function propertyRoutes(source: PropertySource) {
       // Another brand's property does not exist as far as this host is concerned.
       if (record === undefined || record.chainCode !== brand.chainCode) throw notFound(id)
       if (!mayUse) throw new ApiError('PROPERTY_ACCESS_DENIED', `Your API key is not authorised for property '${id}'.`)
-      return sendData(request, reply, record.property)
+      return sendProperty(request, reply, record.property)
     })
   }
 }
