@@ -52,8 +52,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   if (keyStore === undefined) {
     const client = createRedis({ url: config.redisUrl, name: 'gateway', logger })
     redis = client
-    redisMonitor = new RedisMonitor(client)
-    health.add('redis', () => client.status === 'ready')
+    const monitor = new RedisMonitor(client)
+    redisMonitor = monitor
+    health.add('redis', () => monitor.up)
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
     quotaStore = new RedisQuotaStore(client, config.redisPrefix)
   }

@@ -3,8 +3,8 @@ import type { Logger } from 'pino'
 import type { Metrics } from '../admin/metrics.js'
 import type { ErrorCode } from '../contract/errors.js'
 
-// After every response: one log line (operations, "Logs"; reqId and traceId come from the
-// request's logger bindings) and the request metrics. Neither ever sees a key.
+// After every response: one log line (operations, "Logs"), written from the root logger with
+// reqId and traceId as fields, and the request metrics. Neither ever sees a key.
 
 const AUTH_FAILURES = new Set<ErrorCode>([
   'MISSING_AUTH_HEADER', 'INVALID_AUTH_HEADER', 'INVALID_API_KEY', 'API_KEY_EXPIRED', 'API_KEY_SUSPENDED', 'BRAND_ACCESS_DENIED',
