@@ -4,7 +4,10 @@ export const DOCS_URL = 'https://developer.example.com'
 export const ACME_HOST = 'api.acme-hotels.example'
 export const GLOBEX_HOST = 'api.globex-resorts.example'
 
-/** The shipped config file, with the settings a test needs on top. */
+/**
+ * The shipped config file, with the settings a test needs on top. Its declared routes are
+ * left out unless a test asks for them (their services need tokens and a stand-in).
+ */
 export function testConfig(overrides: Partial<FileConfig> = {}, env: NodeJS.ProcessEnv = {}): Config {
-  return loadConfig({ CONFIG_FILE: 'config/default.json', REDIS_URL: process.env.REDIS_URL, ...env }, { overrides })
+  return loadConfig({ CONFIG_FILE: 'config/default.json', REDIS_URL: process.env.REDIS_URL, ...env }, { overrides: { upstreams: {}, routes: [], ...overrides } })
 }

@@ -30,6 +30,7 @@ export class TestGateway {
   static async start(options: {
     config?: Partial<FileConfig>
     sandbox?: boolean
+    env?: NodeJS.ProcessEnv
     pms?: MockPms
     pmsUrl?: string
     gateway?: Partial<GatewayOptions>
@@ -38,6 +39,7 @@ export class TestGateway {
     const sandbox = options.sandbox === true ? await new MockPms({ token: 'sandbox-token', seed: 99 }).listen() : undefined
     const t = new TestGateway(pms, sandbox)
     const env: NodeJS.ProcessEnv = { REDIS_URL, REDIS_PREFIX: t.prefix, PMS_URL: options.pmsUrl ?? pms.url, PMS_TOKEN }
+    Object.assign(env, options.env)
     if (sandbox !== undefined) Object.assign(env, { PMS_SANDBOX_URL: sandbox.url, PMS_SANDBOX_TOKEN: 'sandbox-token' })
     t.gateway = await createGateway({ config: testConfig(options.config ?? {}, env), logger: t.logs.logger, ...options.gateway })
     await t.gateway.app.listen({ port: 0, host: '127.0.0.1' })

@@ -304,7 +304,7 @@ describe('the circuit breaker', () => {
     t.pms.setFailure({ mode: 'html-5xx', status: 503 })
     const failed = []
     for (let i = 0; i < 4; i += 1) failed.push(remember(await t.get(`/v1/properties/${id}`, key)))
-    const client = t.gateway.upstreams?.all[0]?.client
+    const client = t.gateway.upstreams?.all[0]?.client.upstream
     expect({ state: client?.state, statuses: failed.map((r) => r.statusCode), stats: client?.breaker.stats })
       .toMatchObject({ state: 'open', statuses: [503, 503, 503, 503] })
     const before = t.pms.received.length
@@ -315,7 +315,7 @@ describe('the circuit breaker', () => {
 
     t.pms.setFailure(undefined)
     expect(await eventually(async () => remember(await t.get(`/v1/properties/${id}`, key)).statusCode === 200, 4000, 100)).toBe(true)
-    expect(t.gateway.upstreams?.all[0]?.client.state).toBe('closed')
+    expect(t.gateway.upstreams?.all[0]?.client.upstream.state).toBe('closed')
   })
 })
 
