@@ -209,7 +209,7 @@ export class MockService {
     }
     const guest = /^\/partner\/v1\/guests\/([^/]+)$/.exec(url.pathname)
     if (guest !== null) {
-      const id = decodeURIComponent(guest[1] as string)
+      const id = decoded(guest[1] as string)
       if (method === 'GET') return this.withBrand(req, res, instance, requestId, (brand) => this.one(res, id, url.searchParams, brand, instance, requestId))
       if (method === 'PATCH') return this.withBrand(req, res, instance, requestId, (brand) => this.update(res, id, body, brand, instance, requestId))
       return notAllowed(res, 'GET, HEAD, PATCH', instance, requestId)
@@ -217,7 +217,7 @@ export class MockService {
     const rooms = /^\/partner\/v1\/properties\/([^/]+)\/rooms$/.exec(url.pathname)
     if (rooms !== null) {
       if (method !== 'GET') return notAllowed(res, 'GET, HEAD', instance, requestId)
-      return this.rooms(req, res, decodeURIComponent(rooms[1] as string), url.searchParams, instance, requestId)
+      return this.rooms(req, res, decoded(rooms[1] as string), url.searchParams, instance, requestId)
     }
     problem(res, 'ROUTE_NOT_FOUND', `No endpoint at ${url.pathname}.`, instance, requestId)
   }
@@ -481,6 +481,15 @@ function parseJson(text: string): { value: unknown } | undefined {
     return { value: JSON.parse(text) as unknown }
   } catch {
     return undefined
+  }
+}
+
+/** A path segment decoded; as sent when its percent-encoding is broken (it then matches nothing). */
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
   }
 }
 
