@@ -57,6 +57,8 @@ export interface MockServiceOptions {
   seed?: number
   /** Added to every answer: the real service is never instant. */
   baseLatencyMs?: number
+  /** Most requests kept in `received` (the oldest are dropped), so a benchmark does not grow it without end; default 10,000. */
+  logLimit?: number
 }
 
 export interface FieldError {
@@ -188,6 +190,8 @@ export class MockService {
     if (url.pathname.startsWith('/__mock/')) return this.control(req, res, url, body)
 
     this.received.push({ method: req.method ?? 'GET', path: `${url.pathname}${url.search}`, headers: headers(req), body })
+    const limit = this.options.logLimit ?? 10_000
+    if (this.received.length > limit) this.received.splice(0, this.received.length - limit)
     const requestId = header(req, 'x-request-id')
     if (this.options.baseLatencyMs !== undefined) await sleep(this.options.baseLatencyMs)
     const failure = this.takeFailure()

@@ -369,6 +369,16 @@ describe('request log', () => {
     expect((await control('GET', '/__mock/requests')).body).toBe('[]')
   })
 
+  it('keeps only the latest logLimit requests', async () => {
+    const small = await new MockService({ token: TOKEN, logLimit: 2 }).listen()
+    try {
+      for (const page of [1, 2, 3]) await call('GET', `/partner/v1/guests?page=${page}`, { target: small })
+      expect(small.received.map((r) => r.path)).toEqual(['/partner/v1/guests?page=2', '/partner/v1/guests?page=3'])
+    } finally {
+      await small.close()
+    }
+  })
+
   it('restores the seeded guests over HTTP', async () => {
     await call('POST', '/partner/v1/guests', { body: JSON.stringify(NEW_GUEST) })
     expect((await control('DELETE', '/__mock/guests')).statusCode).toBe(200)
