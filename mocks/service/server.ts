@@ -533,15 +533,21 @@ function control(res: ServerResponse, status: number, body: unknown): void {
 async function streamLarge(res: ServerResponse, bytes: number, guests: Guest[], requestId: string | undefined): Promise<void> {
   res.writeHead(200, { ...LEAKY_HEADERS, 'content-type': JSON_TYPE })
   const items = (guests.length > 0 ? guests : generateGuests('acme')).map((g) => JSON.stringify(g))
+  const itemBytes = items.map((item) => Buffer.byteLength(item))
   const tail = `],"meta":${JSON.stringify({ requestId: requestId ?? newRequestId(), timestamp: new Date().toISOString() })}}`
+  const tailBytes = Buffer.byteLength(tail)
   let chunk = '{"data":['
+  let chunkBytes = chunk.length
   let written = 0
-  for (let i = 0; written + Buffer.byteLength(chunk) + tail.length < bytes; i += 1) {
-    chunk += `${i === 0 ? '' : ','}${items[i % items.length] as string}`
-    if (chunk.length >= 65_536) {
-      written += Buffer.byteLength(chunk)
+  for (let i = 0; written + chunkBytes + tailBytes < bytes; i += 1) {
+    const item = i % items.length
+    chunk += `${i === 0 ? '' : ','}${items[item] as string}`
+    chunkBytes += (itemBytes[item] as number) + (i === 0 ? 0 : 1)
+    if (chunkBytes >= 65_536) {
+      written += chunkBytes
       const more = res.write(chunk)
       chunk = ''
+      chunkBytes = 0
       if (res.destroyed) return
       if (!more) await drained(res)
       if (res.destroyed) return
