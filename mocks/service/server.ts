@@ -18,15 +18,15 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 //
 // Modes: latency (answer normally after latencyMs), html-5xx (status 502/503/504, text/html),
 // json-500 (an internal error in JSON), throttle (429 with Retry-After), reset (socket destroyed
-// mid-response), non-json (200 text/plain), unauthorized (401 to any token), problem-4xx (a
-// problem+json client error, 409 CONFLICT by default), plain-4xx (400 text/plain), large (a
-// 200 envelope of about `bytes` bytes, 5 MiB by default, streamed), no-content (204), redirect
-// (302 to a guest).
+// mid-response), drop (socket destroyed before any answer), non-json (200 text/plain),
+// unauthorized (401 to any token), problem-4xx (a problem+json client error, 409 CONFLICT by
+// default), plain-4xx (400 text/plain), large (a 200 envelope of about `bytes` bytes, 5 MiB by
+// default, streamed), no-content (204), redirect (302 to a guest).
 
-export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'non-json' | 'unauthorized'
+export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'drop' | 'non-json' | 'unauthorized'
   | 'problem-4xx' | 'plain-4xx' | 'large' | 'no-content' | 'redirect'
 
-export const FAILURE_MODES: readonly FailureMode[] = ['latency', 'html-5xx', 'json-500', 'throttle', 'reset', 'non-json',
+export const FAILURE_MODES: readonly FailureMode[] = ['latency', 'html-5xx', 'json-500', 'throttle', 'reset', 'drop', 'non-json',
   'unauthorized', 'problem-4xx', 'plain-4xx', 'large', 'no-content', 'redirect']
 
 export interface Failure {
@@ -346,6 +346,10 @@ export class MockService {
         res.writeHead(200, { ...LEAKY_HEADERS, 'content-type': JSON_TYPE, 'content-length': '5000' })
         res.write('{"data":{"object":"guest","id":"')
         setTimeout(() => res.socket?.destroy(), 5)
+        return true
+      case 'drop':
+        // The connection is lost before any byte of an answer.
+        req.socket.destroy()
         return true
       case 'non-json':
         send(res, 200, 'text/plain', 'OK bookings service v3.2.7 build 4c1d2e')

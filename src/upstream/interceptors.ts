@@ -110,7 +110,8 @@ export function buffered(): Interceptor {
 
 /**
  * Retries an idempotent call after a connection error that came before any answer, up to
- * `retries` times. A body that is a stream cannot be sent twice and is never retried.
+ * `retries` times (with `buffered` below it, an answer counts once its body is complete). A
+ * body that is a stream cannot be sent twice and is never retried.
  */
 export function retryConnectionErrors(retries: number, methods: ReadonlySet<string>): Interceptor {
   return (dispatch: Dispatch) => (options, handler) => {
@@ -119,6 +120,8 @@ export function retryConnectionErrors(retries: number, methods: ReadonlySet<stri
     let attempt = 0
     let aborted: Error | undefined
     let current: Controller | undefined
+    // Once an answer has begun, its bytes may be on their way to a partner: never again.
+    let answered = false
     // What the caller holds across attempts: aborting it aborts whichever attempt is running.
     const outer = {
       abort: (reason: Error) => {
@@ -137,12 +140,15 @@ export function retryConnectionErrors(retries: number, methods: ReadonlySet<stri
         if (aborted !== undefined) controller.abort(aborted)
         else if (attempt === 0) handler.onRequestStart?.(outer, context)
       },
-      onResponseStart: (controller, statusCode, headers, statusMessage) => handler.onResponseStart?.(controller, statusCode, headers, statusMessage),
+      onResponseStart: (controller, statusCode, headers, statusMessage) => {
+        answered = true
+        handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
+      },
       onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
       onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
       onResponseError: (controller, error) => {
         const code = errorCode(error)
-        if (aborted === undefined && attempt < retries && code !== undefined && CONNECTION_ERRORS.has(code)) {
+        if (!answered && aborted === undefined && attempt < retries && code !== undefined && CONNECTION_ERRORS.has(code)) {
           attempt += 1
           send()
           return

@@ -449,6 +449,12 @@ describe('failure switches', () => {
     await healthy()
   })
 
+  it('drop: the socket is destroyed before any answer', async () => {
+    await fail({ mode: 'drop', times: 1 })
+    await expect(call('GET', list)).rejects.toThrow()
+    await healthy()
+  })
+
   it('non-json: 200 text/plain', async () => {
     await fail({ mode: 'non-json', times: 1 })
     const res = await call('GET', list)

@@ -240,13 +240,6 @@ describe('upstream failures (decisions 5)', () => {
     await unavailable('1')
   })
 
-  it('answers too many calls in flight with 503 at once', async () => {
-    t.pms.setFailure({ mode: 'latency', latencyMs: 200 })
-    const answersNow = await Promise.all(Array.from({ length: 4 }, async () => t.get(`/v1/properties/${nextId()}`, key)))
-    const statuses = answersNow.map((a) => remember(a).statusCode).sort()
-    expect(statuses).toEqual([404, 404, 503, 503])
-  })
-
   it('answers a non-JSON 200 with 500', async () => {
     t.pms.setFailure({ mode: 'non-json', times: 1 })
     await internal()
@@ -285,6 +278,31 @@ describe('upstream failures (decisions 5)', () => {
     } finally {
       await down.close()
     }
+  })
+})
+
+describe('calls in flight', () => {
+  let t: TestGateway
+  let key: string
+  let n = 0
+  const nextId = () => `00000000-0000-4000-8000-1${String((n += 1)).padStart(11, '0')}`
+  // A deadline far above the PMS's delay: what is tested is the bound, not a race with the clock.
+  beforeAll(async () => {
+    t = await TestGateway.start({ config: { upstream: { timeoutMs: 10_000, connections: 8, retries: 1, maxInFlight: 2 } } })
+    key = await t.key()
+  })
+  afterAll(async () => t.close())
+
+  it('answers too many calls in flight with 503 at once', async () => {
+    t.pms.setFailure({ mode: 'latency', latencyMs: 1500 })
+    // Two calls reach the PMS and wait there; the next two find the bound full.
+    const first = [t.get(`/v1/properties/${nextId()}`, key), t.get(`/v1/properties/${nextId()}`, key)]
+    expect(await eventually(async () => t.pms.received.length === 2, 10_000)).toBe(true)
+    const refused = await Promise.all([t.get(`/v1/properties/${nextId()}`, key), t.get(`/v1/properties/${nextId()}`, key)])
+    const answersNow = [...await Promise.all(first), ...refused]
+    t.pms.setFailure(undefined)
+    const statuses = answersNow.map((a) => remember(a).statusCode).sort()
+    expect(statuses).toEqual([404, 404, 503, 503])
   })
 })
 
