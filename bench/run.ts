@@ -18,7 +18,14 @@ import { benchAuth } from './auth.js'
 // CPU time per answer of each server process (user + system, from /proc), which does not swing
 // with the load on this shared machine the way requests per second do.
 
+// `--node-options "--flag"`: parseArgs takes a value that starts with a dash only when
+// joined to its option with `=`.
+const args = process.argv.slice(2).flatMap((arg, i, all) => {
+  if (all[i - 1] === '--node-options') return []
+  return arg === '--node-options' && i + 1 < all.length ? [`${arg}=${all[i + 1] as string}`] : [arg]
+})
 const { values: flags } = parseArgs({
+  args,
   options: {
     quick: { type: 'boolean' },
     'skip-soak': { type: 'boolean' },
@@ -410,7 +417,7 @@ async function main(): Promise<void> {
       if (status !== undefined && (statuses[status] ?? 0) < answers * 0.99) warnings.push(`${s.name}: ${side} answered ${JSON.stringify(statuses)}, expected ${status}`)
       return {
         answers, statuses, errors,
-        rps: Math.round(median(list.map((x) => x.rps))), p50Us: median(list.map((x) => x.p50Us)), p99Us: median(list.map((x) => x.p99Us)),
+        rps: Math.round(median(list.map((x) => x.rps))), p50Us: Math.round(median(list.map((x) => x.p50Us))), p99Us: Math.round(median(list.map((x) => x.p99Us))),
         cpuUs: round1(median(list.map((x) => x.cpuUs))), driverCpuUs: round1(median(list.map((x) => x.driverCpuUs))),
       }
     }
@@ -460,7 +467,7 @@ function report(results: Results): void {
   const driver = results.rows.flatMap((r) => [r.gateway.driverCpuUs, r.ref.driverCpuUs])
   const lines = [
     `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; `
-      + `median of ${results.rounds} alternating rounds of ${results.amount} requests per side (fewer for the cache-off rows, "answers" is the total). `
+      + `median of ${results.rounds} alternating rounds of ${results.amount} requests per side (a fifth and a twentieth of that for the two cache-off rows). `
       + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. Gateway logging at info, one line per request.`
       + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`),
     '',
