@@ -32,8 +32,8 @@ export class HealthState {
   }
 }
 
-const OK = '{"status":"ok"}'
-const UNHEALTHY = '{"status":"unhealthy"}'
+export const OK = '{"status":"ok"}'
+export const UNHEALTHY = '{"status":"unhealthy"}'
 
 export async function healthRoutes(app: FastifyInstance): Promise<void> {
   app.get(builtInRoutes.health.path, { config: { policy: builtInRoutes.health } }, (request, reply) => {

@@ -6,8 +6,8 @@ import type { Scope } from '../routes/policy.js'
 // Step 3 of decisions 1 (and routes.md): the request headers a route requires or refuses.
 // `Service-Property-Id` is required on property-scoped routes and refused on brand-wide ones.
 
-const USER_AGENT = /^[\x20-\x7E]{3,255}$/
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
+export const USER_AGENT = /^[\x20-\x7E]{3,255}$/
+export const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
 
 function listed(fields: string[]): string {
   return fields.join(' and ')

@@ -8,7 +8,7 @@ import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/
 
 const DIGITS = /^[0-9]+$/
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
-const PLAIN_STRING = /^[A-Za-z0-9._~-]{1,128}$/
+export const PLAIN_STRING = /^[A-Za-z0-9._~-]{1,128}$/
 
 export type QueryValue = number | string | boolean | readonly string[]
 

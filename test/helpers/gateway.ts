@@ -6,6 +6,7 @@ import { createGateway, type Gateway, type GatewayOptions } from '../../src/gate
 import { RedisKeyStore, type NewKey } from '../../src/keys/store.js'
 import { MockPms } from '../../mocks/pms/server.js'
 import { ACME_HOST, testConfig } from './config.js'
+import { checkAnswer } from './contract.js'
 import { captureLogs } from './logs.js'
 import { REDIS_URL, removePrefix, testPrefix } from './redis.js'
 
@@ -61,7 +62,9 @@ export class TestGateway {
     const all: Record<string, string> = { host: ACME_HOST, 'user-agent': 'facade-test/1.0', ...headers }
     if (key !== undefined) all.authorization = `Bearer ${key}`
     const res = await request(`${this.url}${path}`, { headers: all })
-    return { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+    const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+    checkAnswer('GET', path, answer, this.gateway.app.gatewayConfig)
+    return answer
   }
 
   async close(): Promise<void> {
