@@ -8,6 +8,7 @@ import { createLogger, flushLogger } from '../src/logger.js'
 import { MemoryKeyStore, type KeyStore } from '../src/keys/store.js'
 import { redactUrl } from '../src/keys/tool.js'
 import { redisAnswers } from '../src/redis.js'
+import { serveDocs } from './docs-server.js'
 
 // `npm run demo`: the stand-in PMS and its sandbox, the stand-in service behind the declared
 // routes of config/default.json (guests, rooms) and its sandbox, the gateway and a demo key,
@@ -41,6 +42,9 @@ const env = {
 }
 const config = loadConfig(env, { requireTokens: true })
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'warn' })
+// The documentation site, so that every problem's `type` link opens in a browser.
+const docs = await serveDocs(config, { port: Number(process.env.DOCS_PORT ?? 4080) })
+config.docsUrl = docs.url
 
 let keyStore: KeyStore | undefined
 const say = (line = ''): void => void process.stdout.write(`${line}\n`)
@@ -71,6 +75,7 @@ say(`Partner API:  ${base}   (brand "acme"; its hosts include localhost)`)
 say(`Admin:        http://${config.adminHost}:${adminPort}/status and /metrics`)
 say(`Stand-in PMS: ${pms.url} (sandbox ${pmsSandbox.url})`)
 say(`Stand-in service behind /v1/guests and /v1/rooms: ${service.url} (sandbox ${serviceSandbox.url})`)
+say(`API docs:     ${docs.url}/   (the reference; error pages under ${docs.url}/errors/)`)
 say(`Demo key:     ${record.id}, all properties of acme`)
 say()
 say('Try:')
@@ -88,7 +93,7 @@ const stop = async (): Promise<void> => {
   // The demo key is the demo's alone: it goes with it.
   await gateway.keyStore.revoke(record.id).catch(() => undefined)
   await gateway.app.close()
-  await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close()])
+  await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close(), docs.close()])
   flushLogger(logger)
   process.exit(0)
 }

@@ -7,7 +7,7 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { PLAIN_STRING } from '../pipeline/parameters.js'
-import { BODY_METHODS, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -195,7 +195,8 @@ export function exampleProblem(code: ErrorCode, docsUrl: string, instance: strin
     status: spec.status,
     detail: whenItHappens[code] ?? spec.title,
     moreInfo: spec.tip,
-    instance,
+    // A path template's parameters filled in, as a real request's path would be.
+    instance: instance.replace(/\{[^}]+\}/g, '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'),
     code,
     errors: [],
     requestId: 'req_0b1e6c8f5d2a4e7f9a3c1b2d4e6f8a0c',
@@ -264,16 +265,21 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
 }
 
 function tagOf(policy: RoutePolicy): string {
-  const segment = policy.path.split('/')[2] ?? 'api'
-  return segment.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ')
+  return (policy.path.split('/')[2] ?? 'api').split('-').map(capital).join(' ')
 }
 
 const VERB: Record<Method, string> = { GET: 'get', POST: 'create', PUT: 'replace', PATCH: 'update', DELETE: 'delete' }
 
+const capital = (word: string): string => word.charAt(0).toUpperCase() + word.slice(1)
+
+/** `listProperties`, `getProperty`, `getHealth`; declared routes: `listGuests`, `updateGuestsByGuestId`. */
 function operationId(policy: RoutePolicy, method: Method): string {
-  const words = policy.path.split('/').slice(2).map((s) => s.replace(/[{}]/g, '')).flatMap((s) => s.split('-'))
-  const named = words.map((w, i) => (i === 0 && method === 'GET' && !policy.path.endsWith('}') && w !== 'health' ? `list ${w}` : w))
-  return [VERB[method], ...named.join(' ').split(' ')].map((w, i) => (i === 0 ? w : w.charAt(0).toUpperCase() + w.slice(1))).join('').replace(/ById$/, '')
+  const builtIn = Object.entries(builtInRoutes).find(([, p]) => p.path === policy.path)?.[0]
+  if (builtIn !== undefined) return builtIn === 'health' ? 'getHealth' : builtIn
+  const segments = policy.path.split('/').slice(2)
+  const words = segments.map((s) => (s.startsWith('{') ? `By-${s.slice(1, -1)}` : s)).flatMap((s) => s.split('-')).map(capital)
+  const verb = method === 'GET' && !policy.path.endsWith('}') ? 'list' : VERB[method]
+  return `${verb}${words.join('')}`
 }
 
 function summaryOf(policy: RoutePolicy, method: Method): string {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { mkdir, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
@@ -110,6 +110,12 @@ ${rows.join('\n')}
 `, '../')
 }
 
+// Redoc's footer shows the Redocly logo from its CDN; the page must load nothing from outside,
+// so the logo becomes the word, drawn inline. The policy below stops any other request out.
+const REDOC_LOGOS = /https:\/\/cdn\.redoc\.ly\/redoc\/logo-mini(?:-full)?\.svg/g
+const LOGO_INLINE = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='64' height='18'%3E%3Ctext x='0' y='14' font-family='sans-serif' font-size='13' fill='%23555'%3ERedocly%3C/text%3E%3C/svg%3E"
+const POLICY = `<meta http-equiv="Content-Security-Policy" content="default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'">`
+
 /** Renders the reference with Redocly's CLI, its scripts inlined: the page needs no network. */
 async function renderReference(specFile: string, outFile: string): Promise<void> {
   const require = createRequire(import.meta.url)
@@ -118,6 +124,11 @@ async function renderReference(specFile: string, outFile: string): Promise<void>
     env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
     maxBuffer: 16 * 1024 * 1024,
   })
+  const html = (await readFile(outFile, 'utf8')).replace(REDOC_LOGOS, LOGO_INLINE).replace('<head>', `<head>\n  ${POLICY}`)
+  // A newer renderer that loads its code from a CDN again must stop the build, not ship.
+  const remote = /<(?:script|link)\b[^>]*\b(?:src|href)="https?:\/\//.exec(html)
+  if (remote !== null || !html.includes(POLICY)) throw new Error(`the rendered reference would load from outside the site: ${remote?.[0] ?? 'no policy'}`)
+  await writeFile(outFile, html)
 }
 
 /** Writes the whole site into `dir` (emptied first); returns the files written, relative to it. */
