@@ -258,7 +258,12 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
         : { description: "The service's answer, passed on.", headers: headersOf(policy, success.status), content: json(schemaRef('ServiceResponse')) }
       return [
         [String(success.status), main],
+        ...(success.status === 204 ? [] : [['204', { description: 'The service answered with no body; passed on.', headers: headersOf(policy, 204) }] as [string, JsonObject]]),
         ['2XX', { description: 'Another success of the service, passed on.', headers: headersOf(policy, 200), content: json(schemaRef('ServiceResponse')) }],
+        ['3XX', {
+          description: 'A redirect of the service, passed on; follow `Location` (a public path of this API).',
+          headers: { ...headersOf(policy, 300), Location: { description: 'Where to go: a path of this API.', required: false, schema: { type: 'string', pattern: '^/v1/' } } },
+        }],
       ]
     }
   }

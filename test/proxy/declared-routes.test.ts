@@ -11,6 +11,7 @@ import { generateGuests, messagesOf, reservationsOf, roomsOf, type Guest } from 
 import { MockService, problemBody } from '../../mocks/service/server.js'
 import type { FileConfig } from '../../src/config.js'
 import { ACME_HOST, GLOBEX_HOST } from '../helpers/config.js'
+import { checkAnswer } from '../helpers/contract.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
@@ -51,7 +52,10 @@ async function call(method: string, path: string, options: CallOptions = {}): Pr
   if (useKey !== undefined) headers.authorization = `Bearer ${useKey}`
   if (options.body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
   const res = await request(`${t.url}${path}`, { method: method as 'GET', headers, body: options.body })
-  return remember({ statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() })
+  const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+  // Every answer must be one the OpenAPI document of this gateway's routes describes.
+  checkAnswer(method, path, answer, t.gateway.app.gatewayConfig)
+  return remember(answer)
 }
 
 function acmeHotels(pms: MockPms, lifecycle?: string): Hotel[] {
