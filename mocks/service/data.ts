@@ -5,6 +5,7 @@
 // guests without messages or reservations.
 
 import { generateHotels } from '../pms/data.js'
+import { prng, uuid } from '../random.js'
 
 export interface Guest {
   object: 'guest'
@@ -69,18 +70,6 @@ const ROOM_KINDS = ['Single', 'Double', 'Twin', 'Deluxe Double', 'Junior Suite',
 
 const DAY = 86_400_000
 
-function prng(seed: number): () => number {
-  // mulberry32, as in the stand-in PMS
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /** FNV-1a of a string mixed with the seed: each brand, guest and property gets its own stream. */
 function streamSeed(seed: number, key: string): number {
   let hash = 0x811c9dc5 ^ (seed >>> 0)
@@ -96,11 +85,6 @@ function pick<T>(random: () => number, values: readonly T[]): T {
 }
 
 /** A UUID v4 in lower case. */
-function uuid(random: () => number): string {
-  const hex = Array.from({ length: 32 }, () => Math.floor(random() * 16).toString(16)).join('')
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${'89ab'[Math.floor(random() * 4)]}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
-}
-
 function asciiLocal(name: string): string {
   const plain = name.normalize('NFKD').replace(/[^A-Za-z]/g, '').toLowerCase()
   return plain === '' ? 'guest' : plain

@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http'
+import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
+import { listen, stop } from '../listen.js'
 import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type Guest, type Room } from './data.js'
 
 // A stand-in for an internal service behind the gateway's declared routes ("bookings"): guests
@@ -164,24 +165,18 @@ export class MockService {
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<this> {
-    const server = createServer((req, res) => {
+    this.server = await listen((req, res) => {
       this.handle(req, res).catch(() => {
         // Never crash: a bug here answers 500 problem+json, or drops the socket if too late.
         if (!res.headersSent) problem(res, 'INTERNAL_ERROR', 'The service failed.', req.url ?? '/', undefined)
         else res.destroy()
       })
-    })
-    server.keepAliveTimeout = 5000
-    this.server = server
-    await new Promise<void>((resolve) => server.listen(port, host, resolve))
+    }, port, host)
     return this
   }
 
   async close(): Promise<void> {
-    const server = this.server
-    if (server === undefined) return
-    server.closeAllConnections()
-    await new Promise<void>((resolve) => server.close(() => resolve()))
+    await stop(this.server)
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
