@@ -244,6 +244,21 @@ describe('order of checks: steps 4 to 6', () => {
     expectPassed(res, 200, generateGuests('globex').slice(0, 2), { page: 1, perPage: 2, total: generateGuests('globex').length })
   })
 
+  it("counts the key's quota on declared routes too", async () => {
+    const limited = await t.key({ rateLimit: 1 })
+    const all = generateGuests('acme')
+    const first = await call('GET', '/v1/guests?perPage=1', { key: limited })
+    expect({ limit: first.headers['ratelimit-limit'], remaining: first.headers['ratelimit-remaining'] }).toEqual({ limit: '1', remaining: '0' })
+    expect(JSON.parse(first.body).data).toEqual(all.slice(0, 1))
+    const refused = await call('GET', '/v1/guests?perPage=1', { key: limited })
+    const reset = refused.headers['ratelimit-reset'] as string
+    expectProblem(refused, {
+      code: 'RATE_LIMITED', instance: '/v1/guests',
+      headers: { 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': reset, 'retry-after': reset },
+    })
+    expect(service.received).toHaveLength(1)
+  })
+
   it('refuses an unknown query parameter with a suggestion', async () => {
     expectProblem(await call('GET', '/v1/guests?per_page=5&sort=name'), {
       code: 'UNKNOWN_QUERY_PARAMETER', instance: '/v1/guests', detail: "Unknown query parameters 'per_page', 'sort'. 'per_page': Did you mean 'perPage'?",
