@@ -1,8 +1,7 @@
-import underPressure from '@fastify/under-pressure'
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type onRequestHookHandler, type preHandlerAsyncHookHandler,
+  LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type onRequestHookHandler, type preHandlerAsyncHookHandler,
 } from 'fastify'
-import type { IncomingMessage } from 'node:http'
+import { createServer, type IncomingMessage, type RequestListener } from 'node:http'
 import type { Logger } from 'pino'
 import type { Metrics } from './admin/metrics.js'
 import type { Config } from './config.js'
@@ -10,12 +9,14 @@ import { errorHandler } from './contract/error-handler.js'
 import { ApiError } from './contract/errors.js'
 import { healthRoutes, HealthState } from './health.js'
 import { BrandDirectory } from './http/brands.js'
-import { clientErrorHandler } from './http/client-errors.js'
+import { clientErrorHandler, trackResponses } from './http/client-errors.js'
+import { LoadShedder } from './http/load-shedding.js'
 import { MAX_URL_LENGTH } from './http/limits.js'
 import { closeWhileDraining, generateRequestId, requestContextStage } from './http/request-context.js'
 import { LazyRequestLogger } from './http/request-logger.js'
 import { RouteIndex } from './http/route-index.js'
 import type { KeyVerifier } from './keys/authenticator.js'
+import { AuthFailureLimiter } from './pipeline/abuse.js'
 import { authenticationStage } from './pipeline/authentication.js'
 import { bodyStage } from './pipeline/body.js'
 import { headerStage } from './pipeline/headers.js'
@@ -45,14 +46,38 @@ export interface AppDependencies {
   /** The services of the declared routes (config `upstreams`); required when there are any. */
   services?: Services
   proxyHooks?: ProxyHooks
-  /** Which upstreams have a sandbox for test keys; the PMS falls back to live without one. */
+  /** Which upstreams have a sandbox for test keys (decisions 9); without it a test key gets 403. */
   hasSandbox?: SandboxCheck
 }
 
 /** Load shedding: every route but health answers 503; health answers unhealthy itself. */
-function shedLoad(request: FastifyRequest): Promise<void> | undefined {
-  if (request.routeOptions.config.policy?.auth !== true && !request.is404) return undefined
-  return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', 'The gateway is overloaded; retry shortly.', { retryAfter: 1 }))
+function shedLoad(shedder: LoadShedder) {
+  return function shed(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+    if (!shedder.overloaded || (request.routeOptions.config.policy?.auth !== true && !request.is404)) return done()
+    done(new ApiError('SERVICE_UNAVAILABLE', 'The gateway is overloaded; retry shortly.', { retryAfter: 1 }))
+  }
+}
+
+/**
+ * The public listener with the slow-client bounds of decisions 10. Node enforces the header
+ * and request deadlines only when it checks its connections (every 30 s by default), so it
+ * checks at least every second: a slow client is cut within a second of its deadline.
+ */
+function serverWithTimeouts(settings: Config['server']) {
+  return (handler: RequestListener) => {
+    const server = createServer({
+      headersTimeout: settings.headersTimeoutMs,
+      requestTimeout: settings.requestTimeoutMs,
+      keepAliveTimeout: settings.keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(settings.headersTimeoutMs / 2))),
+    }, handler)
+    // Older Node versions take these only as properties.
+    server.keepAliveTimeout = settings.keepAliveTimeoutMs
+    server.headersTimeout = settings.headersTimeoutMs
+    server.requestTimeout = settings.requestTimeoutMs
+    trackResponses(server)
+    return server
+  }
 }
 
 /** The public API: the pipeline of decisions 1, in its order, for every route, and the routes. */
@@ -66,7 +91,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: generateRequestId,
     childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
-    trustProxy: config.trustProxy,
+    // Fastify takes a hop count too, though its types leave it out.
+    trustProxy: config.trustProxy as boolean | string[],
+    serverFactory: serverWithTimeouts(config.server),
     bodyLimit: DEFAULT_BODY_BYTES,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },
     // Keep serving while closing: in-flight and drained requests must still be answered.
@@ -83,19 +110,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     app.decorateRequest(field, null)
   }
 
-  const shedding = config.loadShedding
-  if (shedding.maxEventLoopDelayMs > 0 || shedding.maxEventLoopUtilization > 0) {
-    await app.register(underPressure, {
-      maxEventLoopDelay: shedding.maxEventLoopDelayMs,
-      maxEventLoopUtilization: shedding.maxEventLoopUtilization,
-      sampleInterval: shedding.sampleIntervalMs,
-      pressureHandler: shedLoad,
-    })
-    const pressured = app as unknown as { isUnderPressure(): boolean }
-    app.health.add('eventLoop', () => !pressured.isUnderPressure())
+  const shedder = new LoadShedder(config.loadShedding)
+  if (shedder.enabled) {
+    shedder.start()
+    app.addHook('onClose', async () => shedder.stop())
+    app.health.add('eventLoop', () => !shedder.overloaded)
   }
 
-  const authenticate = authenticationStage(deps.keys)
+  const authFailures = new AuthFailureLimiter({ perMinute: config.abuse.authFailuresPerMinute, trackedAddresses: config.abuse.trackedAddresses })
+  const authenticate = authenticationStage(deps.keys, authFailures)
   const limitRate = deps.rateLimiter !== undefined && config.rateLimit.enabled
     ? rateLimitStage(deps.rateLimiter, config.rateLimit.limit, config.rateLimit.windowSeconds)
     : undefined
@@ -143,6 +166,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
   // log line and the metrics.
   app.addHook('onRequest', requestContextStage)
+  if (shedder.enabled) app.addHook('onRequest', shedLoad(shedder))
   app.addHook('onSend', closeWhileDraining)
   app.addHook('onResponse', observeStage(deps.logger, deps.metrics))
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { isIP } from 'node:net'
 import { z } from 'zod'
 import { BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, METHODS, policyProblems, type QueryRule, type RoutePolicy } from './routes/policy.js'
 
@@ -13,6 +14,15 @@ const brandSchema = z.strictObject({
   hosts: z.array(z.string().min(1)).min(1).describe('Host names that select this brand (matched lower-cased, port removed)'),
   docsUrl: z.url().optional().describe("This brand's documentation base URL for problem `type` links"),
 })
+
+// An address or a CIDR block (`10.0.0.0/8`, `fd00::/8`), as Fastify's trustProxy takes them.
+function isAddressOrCidr(value: string): boolean {
+  const [address = '', bits, ...rest] = value.split('/')
+  const family = isIP(address)
+  if (family === 0 || rest.length > 0) return false
+  if (bits === undefined) return true
+  return /^[0-9]{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128)
+}
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
 
@@ -104,7 +114,12 @@ export const fileSchema = z.strictObject({
   brands: z.array(brandSchema).min(1).describe('Brands, each selected by host name'),
   accessDeniedStatus: z.union([z.literal(403), z.literal(404)], { error: 'must be 403 or 404' }).default(403)
     .describe('Status for a property of the brand that the key may not use: 403 PROPERTY_ACCESS_DENIED or 404 PROPERTY_NOT_FOUND'),
-  trustProxy: z.boolean().default(false).describe('Believe `X-Forwarded-Host` and `X-Forwarded-For`'),
+  trustProxy: z.union([
+    z.boolean(),
+    z.number().int().min(1).max(32),
+    z.array(z.string().refine(isAddressOrCidr, 'must be an IP address or a CIDR block')).min(1),
+  ], { error: 'must be true, false, a hop count (1-32) or a list of proxy addresses and CIDR blocks' }).default(false)
+    .describe('Which proxies to believe for `X-Forwarded-Host` and `X-Forwarded-For`: `false` none, `true` any, a hop count, or a list of addresses and CIDR blocks (e.g. `["10.0.0.0/8"]`)'),
   upstream: z.strictObject({
     timeoutMs: positiveInt.default(2000).describe('Deadline of one PMS call, headers and body'),
     connections: positiveInt.default(64).describe('Keep-alive connections to each PMS'),
@@ -128,9 +143,23 @@ export const fileSchema = z.strictObject({
     windowSeconds: positiveInt.default(60).describe('Window length'),
   }).prefault({}),
   loadShedding: z.strictObject({
-    maxEventLoopDelayMs: z.number().int().min(0).default(1000).describe('Event-loop delay above which the API sheds load with 503 and health is unhealthy; 0 turns it off'),
-    maxEventLoopUtilization: z.number().min(0).max(1).default(0).describe('Event-loop utilisation (0-1) above which load is shed; 0 turns it off'),
+    maxEventLoopDelayMs: z.number().int().min(0).default(1000).describe('Median event-loop delay of a sample above which the sample counts as overloaded; 0 turns this measure off'),
+    maxEventLoopUtilization: z.number().min(0).max(1).default(0).describe('Event-loop utilisation (0-1) of a sample above which it counts as overloaded; 0 turns this measure off'),
     sampleIntervalMs: positiveInt.default(1000).describe('How often the event loop is sampled'),
+    sustainedSamples: z.number().int().min(2).max(60).default(3)
+      .describe('Consecutive overloaded samples before the API sheds load with 503 (and health is unhealthy); one stall makes one such sample, so it never sheds'),
+  }).prefault({}),
+  server: z.strictObject({
+    headersTimeoutMs: positiveInt.default(10000).describe('A request whose headers are not complete within this is answered 408 REQUEST_TIMEOUT and closed'),
+    requestTimeoutMs: positiveInt.default(30000).describe('A request not wholly received (headers and body) within this is answered 408 REQUEST_TIMEOUT and closed'),
+    keepAliveTimeoutMs: positiveInt.default(65000).describe('Idle keep-alive connections close after this (above common load balancer idle timeouts)'),
+  }).prefault({}),
+  abuse: z.strictObject({
+    authFailuresPerMinute: positiveInt.default(600)
+      .describe('401 answers one client address may get in a minute; past it, 429 RATE_LIMITED at once, before any key look-up, until its minute ends'),
+    trackedAddresses: positiveInt.default(100000).describe('Client addresses whose 401s are counted at once (least recently seen forgotten first)'),
+    unknownKeys: positiveInt.default(10000)
+      .describe('Unknown (checksum-valid) keys remembered for `keyCache.ttlMs`, apart from known keys, so a flood of invented keys never evicts a partner\'s'),
   }).prefault({}),
   shutdown: z.strictObject({
     drainMs: z.number().int().min(0).default(5000).describe('After SIGTERM, keep serving (health unhealthy) this long so load balancers move away'),
@@ -152,10 +181,18 @@ export const fileSchema = z.strictObject({
     })
   })
   const ids = new Set<string>()
+  const chains = new Map<string, string>()
   file.brands.forEach((brand, i) => {
     if (ids.has(brand.id)) ctx.addIssue({ code: 'custom', path: ['brands', i, 'id'], message: `duplicate brand id '${brand.id}'` })
     ids.add(brand.id)
+    // Two brands on one chain would each see the other's properties.
+    const chainOwner = chains.get(brand.chainCode)
+    if (chainOwner !== undefined) ctx.addIssue({ code: 'custom', path: ['brands', i, 'chainCode'], message: `chainCode '${brand.chainCode}' already belongs to brand '${chainOwner}'` })
+    else chains.set(brand.chainCode, brand.id)
   })
+  if (file.server.headersTimeoutMs > file.server.requestTimeoutMs) {
+    ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'must not exceed server.requestTimeoutMs' })
+  }
   if (Object.hasOwn(file.upstreams, 'pms')) ctx.addIssue({ code: 'custom', path: ['upstreams', 'pms'], message: "'pms' is the PMS's own name" })
   const shapes = new Map<string, number>()
   file.routes.forEach((route, i) => {
@@ -190,8 +227,9 @@ export const envSchema = z.object({
   REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]*$/).default('gw:').describe('Namespace of every Redis key and channel the gateway uses'),
   PMS_URL: optionalUrl.describe('PMS base URL (required by `npm start`)'),
   PMS_TOKEN: z.string().min(1).optional().describe('Sent as `X-PMS-Service-Token` (required with `PMS_URL`)'),
-  PMS_SANDBOX_URL: optionalUrl.describe('Sandbox PMS for `svc_test_` keys; without it they read from `PMS_URL`'),
+  PMS_SANDBOX_URL: optionalUrl.describe('Sandbox PMS for `svc_test_` keys; without it they get 403 TEST_MODE_UNAVAILABLE on every route that reads the PMS'),
   PMS_SANDBOX_TOKEN: z.string().min(1).optional().describe('Token for the sandbox PMS (required with `PMS_SANDBOX_URL`)'),
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional().describe('When set, the admin routes need `Authorization: Bearer <ADMIN_TOKEN>`'),
   CONFIG_FILE: z.string().min(1).default('config/default.json').describe('Path of the JSON config file'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level'),
 })
@@ -239,6 +277,8 @@ export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
   host: string
   adminPort: number
   adminHost: string
+  /** When set, /metrics and /status need it as a bearer token. */
+  adminToken: string | undefined
   redisUrl: string
   redisPrefix: string
   logLevel: EnvConfig['LOG_LEVEL']
@@ -252,6 +292,14 @@ export class ConfigError extends Error {
     super(`invalid configuration: ${problems.join('; ')}`)
     this.name = 'ConfigError'
   }
+}
+
+/** Whether a URL is https:, or http: to this machine (where no network sees the traffic). */
+export function isLoopbackOrTls(url: string): boolean {
+  const { protocol, hostname } = new URL(url)
+  if (protocol !== 'http:') return true
+  const host = hostname.replace(/^\[|\]$/g, '')
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
 }
 
 export function normaliseHost(host: string): string {
@@ -315,6 +363,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     host: e.HOST,
     adminPort: e.ADMIN_PORT,
     adminHost: e.ADMIN_HOST,
+    adminToken: e.ADMIN_TOKEN,
     redisUrl: e.REDIS_URL,
     redisPrefix: e.REDIS_PREFIX,
     logLevel: e.LOG_LEVEL,

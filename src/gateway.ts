@@ -63,7 +63,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
     quotaStore = new RedisQuotaStore(client, config.redisPrefix)
   }
-  const authenticator = new KeyAuthenticator(keyStore, config.keyCache)
+  const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
   const metrics = new Metrics()
   const onCall = (name: string, outcome: UpstreamOutcome, seconds: number): void => metrics.upstreamCall(name, outcome, seconds)
   const upstreams = options.properties === undefined
@@ -73,8 +73,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const allUpstreams = [...(upstreams?.all.map((p) => p.client.upstream) ?? []), ...services.all]
   for (const upstream of allUpstreams) metrics.watchBreaker(upstream.name, () => upstream.state)
   const properties = options.properties ?? new PmsPropertySource((upstreams as PmsSet).byMode)
-  // Without PMS_SANDBOX_URL, test keys read from PMS_URL; a declared service without a sandbox refuses them.
-  const hasSandbox = (name: string): boolean => name === 'pms' || services.get(name).sandbox !== undefined
+  // Decisions 9: a test key never reaches live data. Without PMS_SANDBOX_URL (or a service's
+  // sandbox) it is refused with 403 before any upstream call. A property source given by a
+  // test serves both modes itself.
+  const hasSandbox = (name: string): boolean => name === 'pms'
+    ? options.properties !== undefined || config.pmsSandbox !== undefined
+    : services.get(name).sandbox !== undefined
   const rateLimiter = new RateLimiter(quotaStore, {
     windowSeconds: config.rateLimit.windowSeconds,
     logger,
@@ -87,7 +91,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const admin = await buildAdmin(metrics, {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
     authenticator, startedAt: Date.now(),
-  })
+  }, { token: config.adminToken })
   const store = keyStore
   app.addHook('onClose', async () => {
     await admin.close()

@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig } from './config.js'
+import { ConfigError, isLoopbackOrTls, loadConfig } from './config.js'
 import { createGateway } from './gateway.js'
 import { createLogger, flushLogger } from './logger.js'
 
@@ -15,6 +15,12 @@ try {
 }
 
 const logger = createLogger({ level: config.logLevel })
+for (const [variable, target] of [['PMS_URL', config.pms], ['PMS_SANDBOX_URL', config.pmsSandbox]] as const) {
+  if (target !== undefined && !isLoopbackOrTls(target.url)) {
+    // The PMS token would cross the network in clear.
+    logger.warn({ variable, host: new URL(target.url).hostname }, `${variable} uses plain http: to a host that is not loopback; the PMS token travels unencrypted`)
+  }
+}
 const gateway = await createGateway({ config, logger })
 const { app, admin, health } = gateway
 const { drainMs, timeoutMs } = config.shutdown

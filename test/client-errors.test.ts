@@ -76,14 +76,20 @@ describe('requests the HTTP parser refuses', () => {
     expect(res.body).toBe('')
   })
 
-  it('reads a chunked body on GET and refuses it', async () => {
-    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n')
-    expectProblem(res, { code: 'UNEXPECTED_BODY', instance: '/v1/properties' })
+  // Decisions 10: refused at once, from its headers, without waiting for a body that may never end.
+  it('refuses a chunked GET at once, before any chunk is sent, and closes the connection', async () => {
+    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\n\r\n')
+    expectProblem(res, { code: 'UNEXPECTED_BODY', instance: '/v1/properties', headers: { connection: 'close' } })
   })
 
-  it('lets an empty chunked body through to the next step', async () => {
-    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n')
-    expectProblem(res, { code: 'MISSING_AUTH_HEADER', instance: '/v1/properties', headers: { 'www-authenticate': 'Bearer' } })
+  it('refuses a chunked GET even when its body is empty', async () => {
+    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n')
+    expectProblem(res, { code: 'UNEXPECTED_BODY', instance: '/v1/properties', headers: { connection: 'close' } })
+  })
+
+  it('refuses a chunked HEAD at once, with no body', async () => {
+    const res = await raw('HEAD /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\n\r\n')
+    expect({ status: res.statusCode, connection: res.headers.connection, body: res.body }).toEqual({ status: 400, connection: 'close', body: '' })
   })
 
   it('ignores a body on health, which takes no header step (decisions 1)', async () => {

@@ -28,6 +28,7 @@ beforeAll(async () => {
     docsUrl: 'https://developer.example.com',
     brands: [{ id: 'acme', chainCode: 'ACME', hosts: [ACME_HOST] }],
     cache: { ttlMs: 0 },
+    loadShedding: { maxEventLoopDelayMs: 0 },
     shutdown: { drainMs: 600, timeoutMs: 8000 },
   }))
 })

@@ -1,12 +1,34 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Metrics } from './metrics.js'
 import { statusReport, type StatusSources } from './status.js'
 
 // The admin listener (ADMIN_HOST:ADMIN_PORT): metrics and status for operators, on a port
-// of its own so that neither route is ever reachable on the public one.
+// of its own so that neither route is ever reachable on the public one. With ADMIN_TOKEN
+// set, both need `Authorization: Bearer <ADMIN_TOKEN>`.
 
-export async function buildAdmin(metrics: Metrics, sources: StatusSources): Promise<FastifyInstance> {
+export interface AdminOptions {
+  token?: string | undefined
+}
+
+// Digests of equal length, so the comparison takes the same time whatever was sent.
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest()
+}
+
+export async function buildAdmin(metrics: Metrics, sources: StatusSources, options: AdminOptions = {}): Promise<FastifyInstance> {
   const admin = Fastify({ logger: false })
+  const token = options.token
+  if (token !== undefined) {
+    const expected = digest(`Bearer ${token}`)
+    admin.addHook('onRequest', async (request, reply) => {
+      const presented = request.headers.authorization
+      if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return
+      return reply.code(401).header('www-authenticate', 'Bearer realm="admin"').header('cache-control', 'no-store')
+        .type('application/problem+json; charset=utf-8')
+        .send({ title: 'Unauthorized', status: 401, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.' })
+    })
+  }
   admin.get('/metrics', async (_request, reply) => {
     reply.type(metrics.registry.contentType)
     return metrics.registry.metrics()

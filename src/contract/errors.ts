@@ -102,6 +102,10 @@ export const errorCatalog = {
     status: 406, title: 'Not acceptable',
     tip: 'This API produces application/json only; send `Accept: application/json` or no Accept header.',
   },
+  REQUEST_TIMEOUT: {
+    status: 408, title: 'Request timeout',
+    tip: 'Send the whole request (headers, then any body) without pauses; the connection was closed, so open a new one and retry.',
+  },
   PAYLOAD_TOO_LARGE: {
     status: 413, title: 'Payload too large',
     tip: 'Request bodies are limited to 1 MiB unless the endpoint documents a smaller limit; split large changes into several requests.',

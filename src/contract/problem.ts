@@ -54,17 +54,21 @@ function typeLink(docsUrl: string, code: ErrorCode): string {
   return link
 }
 
+/** No answer grows with the caller's input (decisions 10): at most this many field errors. */
+export const MAX_FIELD_ERRORS = 20
+
 export function buildProblem(error: ApiError, docsUrl: string, instance: string, requestId: string): ProblemDetails {
   const spec = errorCatalog[error.code]
+  const extra = error.errors.length - MAX_FIELD_ERRORS
   return {
     type: typeLink(docsUrl, error.code),
     title: spec.title,
     status: spec.status,
-    detail: error.detail,
+    detail: extra > 0 ? `${error.detail} ${extra} more field error${extra > 1 ? 's are' : ' is'} not listed.` : error.detail,
     moreInfo: spec.tip,
     instance,
     code: error.code,
-    errors: error.errors,
+    errors: extra > 0 ? error.errors.slice(0, MAX_FIELD_ERRORS) : error.errors,
     requestId,
     timestamp: new Date().toISOString(),
   }

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http'
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { ApiError, type ErrorCode } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
@@ -15,6 +15,32 @@ interface ParserError extends Error {
   rawPacket?: unknown
 }
 
+const kLatest = Symbol('latestResponse')
+
+/** Node keeps the response in progress on its socket (the same field its own handler reads); we keep the latest one. */
+type HttpSocket = Socket & { _httpMessage?: { headersSent?: boolean } | null; [kLatest]?: ServerResponse }
+
+/**
+ * Remembers each socket's latest response, so that a parser error or a timeout on a request
+ * that was already answered (its body still arriving) closes the socket instead of writing
+ * a second answer. A GET or HEAD that announces a chunked body is answered with
+ * `Connection: close` whichever step answers it: its unread body could not be told from a
+ * next request, and waiting for it would hold the connection.
+ */
+export function trackResponses(server: Server): void {
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    (req.socket as HttpSocket)[kLatest] = res
+    if (req.headers['transfer-encoding'] !== undefined && (req.method === 'GET' || req.method === 'HEAD')) res.shouldKeepAlive = false
+  })
+}
+
+/** Whether an answer to the request still being received has started. */
+function answered(socket: HttpSocket): boolean {
+  if (socket._httpMessage?.headersSent === true) return true
+  const latest = socket[kLatest]
+  return latest !== undefined && latest.headersSent && !latest.req.complete
+}
+
 function classify(error: ParserError, requestLine: string | undefined, allow: string): { code: ErrorCode; detail: string } {
   switch (error.code) {
     case 'HPE_INVALID_METHOD':
@@ -23,6 +49,8 @@ function classify(error: ParserError, requestLine: string | undefined, allow: st
       return requestLine === undefined || requestLine.length > MAX_URL_LENGTH
         ? { code: 'URI_TOO_LONG', detail: `The request target is longer than ${MAX_URL_LENGTH} characters.` }
         : { code: 'REQUEST_HEADERS_TOO_LARGE', detail: 'The request headers are larger than 16 KiB.' }
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { code: 'REQUEST_TIMEOUT', detail: 'The request was not received in time; the connection is closed.' }
     default:
       return { code: 'MALFORMED_REQUEST', detail: 'The request is not valid HTTP/1.1.' }
   }
@@ -36,8 +64,10 @@ function firstLine(packet: unknown): string | undefined {
 }
 
 export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
-  return function onClientError(error: ParserError, socket: Socket): void {
-    if (error.code === 'ECONNRESET' || error.code === 'ERR_HTTP_REQUEST_TIMEOUT' || !socket.writable) {
+  return function onClientError(error: ParserError, socket: HttpSocket): void {
+    // Once a response has started on this socket, another would corrupt it (decisions 10):
+    // the connection just closes.
+    if (error.code === 'ECONNRESET' || !socket.writable || answered(socket)) {
       socket.destroy()
       return
     }
@@ -59,5 +89,7 @@ export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
       'connection: close',
     ]
     socket.end(`${head.join('\r\n')}\r\n\r\n${body}`)
+    // A slow client may never read the answer: it gets a moment, then the socket goes.
+    socket.setTimeout(1000, () => socket.destroy())
   }
 }

@@ -50,12 +50,38 @@ export function newSpanId(): string {
   return `${uuid.slice(0, 8)}${uuid.slice(24, 32)}`
 }
 
+// tracestate (spec 3.3): up to 32 comma-separated list-members `key=value`, with optional
+// spaces and tabs around each; empty members are allowed. We forward it only when it
+// follows this grammar and is at most MAX_TRACESTATE_LENGTH characters (decisions 10), so a
+// caller cannot push markup, raw bytes or kilobytes into upstream requests through it.
+export const MAX_TRACESTATE_LENGTH = 512
+const MAX_TRACESTATE_MEMBERS = 32
+const SIMPLE_KEY = '[a-z][a-z0-9_\\-*/]{0,255}'
+const MULTI_TENANT_KEY = '[a-z0-9][a-z0-9_\\-*/]{0,240}@[a-z][a-z0-9_\\-*/]{0,13}'
+// value: printable ASCII but ',' and '=', spaces allowed inside, not at the end.
+const VALUE = '[\\x20-\\x2b\\x2d-\\x3c\\x3e-\\x7e]{0,255}[\\x21-\\x2b\\x2d-\\x3c\\x3e-\\x7e]'
+const LIST_MEMBER = new RegExp(`^(?:${SIMPLE_KEY}|${MULTI_TENANT_KEY})=${VALUE}$`)
+
+/** The tracestate to pass on, or undefined when it is absent, too long or not well-formed. */
+export function validTracestate(value: string): string | undefined {
+  if (value.length === 0 || value.length > MAX_TRACESTATE_LENGTH) return undefined
+  const members = value.split(',')
+  let count = 0
+  for (const raw of members) {
+    const member = raw.replace(/^[ \t]+|[ \t]+$/g, '')
+    if (member === '') continue
+    count += 1
+    if (count > MAX_TRACESTATE_MEMBERS || !LIST_MEMBER.test(member)) return undefined
+  }
+  return count === 0 ? undefined : value
+}
+
 export function traceFromHeaders(traceparent: string | string[] | undefined, tracestate: string | string[] | undefined): TraceContext {
   // Two traceparent headers cannot both be believed.
   const parsed = typeof traceparent === 'string' ? parseTraceparent(traceparent) : undefined
   if (parsed === undefined) return { traceId: newTraceId(), parentId: undefined, flags: '00', tracestate: undefined }
   const state = Array.isArray(tracestate) ? tracestate.join(',') : tracestate
-  return { ...parsed, tracestate: state === '' ? undefined : state }
+  return { ...parsed, tracestate: state === undefined ? undefined : validTracestate(state) }
 }
 
 /** The traceparent for a call we make: same trace, our own new span. */

@@ -7,16 +7,24 @@ import type { KeyRecord, KeyStore } from './store.js'
 // The hot path of authentication: a key with a bad checksum never reaches Redis; a known
 // key (or a known miss) is answered from this instance's cache; changes published by the
 // key tool evict the cached copy on every instance at once.
+//
+// The checksum is public, so keys that pass it are free to invent (decisions 10). Misses are
+// remembered in a small cache of their own: a flood of invented keys costs at most one
+// look-up per key per `ttlMs` and never pushes a partner's key out of the known-key cache.
+
+export interface VerifyHooks {
+  /** Called just before a key that is in neither cache is looked up in the store; may throw to refuse. */
+  beforeLookup?: () => void
+}
 
 /** Turns a presented key into its principal, or throws the 401/403/503 ApiError. */
 export interface KeyVerifier {
-  verify(key: string): Promise<Principal>
+  verify(key: string, hooks?: VerifyHooks): Promise<Principal>
 }
 
 interface CachedKey {
-  /** Null remembers that no such key exists. */
-  record: KeyRecord | null
-  principal: Principal | null
+  record: KeyRecord
+  principal: Principal
   loadedAt: number
 }
 
@@ -25,7 +33,11 @@ export interface AuthenticatorOptions {
   /** While the store is unreachable, a cached key keeps working this long past `ttlMs`. */
   graceMs: number
   maxEntries: number
+  /** Unknown keys remembered (for `ttlMs`), apart from the known ones. */
+  maxUnknown?: number
 }
+
+const DEFAULT_MAX_UNKNOWN = 10_000
 
 function principalOf(record: KeyRecord): Principal {
   return {
@@ -39,10 +51,13 @@ function principalOf(record: KeyRecord): Principal {
 
 export class KeyAuthenticator implements KeyVerifier {
   private readonly cache: LRUCache<string, CachedKey>
+  /** Digests the store did not know, with no record: a few bytes each. */
+  private readonly unknown: LRUCache<string, true>
   private hits = 0
   private lookups = 0
 
   constructor(private readonly store: KeyStore, private readonly options: AuthenticatorOptions) {
+    this.unknown = new LRUCache<string, true>({ max: options.maxUnknown ?? DEFAULT_MAX_UNKNOWN, ttl: options.ttlMs })
     this.cache = new LRUCache<string, CachedKey>({
       max: options.maxEntries,
       ttl: options.ttlMs,
@@ -51,33 +66,57 @@ export class KeyAuthenticator implements KeyVerifier {
       allowStaleOnFetchRejection: true,
       fetchMethod: async (digest) => {
         const record = await store.findByDigest(digest)
-        return { record, principal: record === null ? null : principalOf(record), loadedAt: Date.now() }
+        if (record !== null) return { record, principal: principalOf(record), loadedAt: Date.now() }
+        // Not cached here (undefined leaves the known-key cache alone): remembered apart.
+        this.unknown.set(digest, true)
+        return undefined
       },
     })
-    store.onChange((digest) => this.cache.delete(digest))
-    store.onResync(() => this.cache.clear())
+    store.onChange((digest) => {
+      this.cache.delete(digest)
+      this.unknown.delete(digest)
+    })
+    store.onResync(() => {
+      this.cache.clear()
+      this.unknown.clear()
+    })
   }
 
-  private async load(digest: string): Promise<CachedKey> {
+  /** The cached record of `digest`, a fresh one from the store, or undefined when the store has none. */
+  private async load(digest: string): Promise<CachedKey | undefined> {
     const status: LRUCache.Status<string, CachedKey> = {}
     const entry = await this.cache.fetch(digest, { status })
     const unavailable = (): never => {
       throw new ApiError('SERVICE_UNAVAILABLE', 'API keys cannot be checked right now; retry shortly.', { retryAfter: 1, cause: status.fetchError })
     }
-    if (entry === undefined) return unavailable()
+    if (entry === undefined) {
+      if (status.fetchError !== undefined) return unavailable()
+      // lru-cache puts back a stale copy when the store answers nothing; the key is gone.
+      this.cache.delete(digest)
+      return undefined
+    }
     if (status.returnedStale === true && Date.now() - entry.loadedAt > this.options.ttlMs + this.options.graceMs) return unavailable()
     return entry
   }
 
-  async verify(key: string): Promise<Principal> {
-    if (keyMode(key) === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
+  async verify(key: string, hooks: VerifyHooks = {}): Promise<Principal> {
+    const mode = keyMode(key)
+    if (mode === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
     const digest = digestKey(key)
     this.lookups += 1
     let entry = this.cache.get(digest)
-    if (entry === undefined) entry = await this.load(digest)
-    else this.hits += 1
+    if (entry !== undefined) this.hits += 1
+    else if (this.unknown.has(digest)) {
+      this.hits += 1
+      throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
+    } else {
+      hooks.beforeLookup?.()
+      entry = await this.load(digest)
+    }
+    if (entry === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
     const { record, principal } = entry
-    if (record === null || principal === null) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
+    // The prefix says the mode; a record that says otherwise is not this key (decisions 9).
+    if (record.mode !== mode) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
     if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
       throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt}.`)
     }
@@ -87,8 +126,14 @@ export class KeyAuthenticator implements KeyVerifier {
     return principal
   }
 
+  /** Known keys cached. */
   get size(): number {
     return this.cache.size
+  }
+
+  /** Unknown keys remembered. */
+  get unknownSize(): number {
+    return this.unknown.size
   }
 
   get hitRatio(): number {

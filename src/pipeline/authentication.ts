@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError, unauthorized } from '../contract/errors.js'
 import type { Brand } from '../http/brands.js'
 import type { KeyVerifier } from '../keys/authenticator.js'
+import type { AuthFailureLimiter } from './abuse.js'
 
 // Step 4 of decisions 1: who is calling, and may they call this brand's host?
 
@@ -15,9 +16,30 @@ export function bearerToken(header: string | undefined): string {
   return match[1] as string
 }
 
-export function authenticationStage(verifier: KeyVerifier) {
+export function authenticationStage(verifier: KeyVerifier, failures?: AuthFailureLimiter) {
   return async function authenticate(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
-    const principal = await verifier.verify(bearerToken(request.headers.authorization))
+    let principal
+    if (failures === undefined) principal = await verifier.verify(bearerToken(request.headers.authorization))
+    else {
+      // Decisions 10: an address over its 401 allowance is refused before any look-up.
+      const address = request.ip
+      failures.check(address)
+      let reserved = false
+      try {
+        principal = await verifier.verify(bearerToken(request.headers.authorization), {
+          beforeLookup: () => {
+            failures.reserve(address)
+            reserved = true
+          },
+        })
+      } catch (error) {
+        const refused = error instanceof ApiError && error.status === 401
+        if (refused && !reserved) failures.add(address)
+        else if (!refused && reserved) failures.release(address)
+        throw error
+      }
+      if (reserved) failures.release(address)
+    }
     request.principal = principal
     const brand = request.brand as Brand
     if (principal.brand !== brand.id) {

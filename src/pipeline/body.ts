@@ -38,39 +38,23 @@ export function bodyStage(policy: RoutePolicy) {
   }
 }
 
-/** A request that may carry no body. Fastify does not read bodies of GET and HEAD, so the framing headers tell. */
+/**
+ * A request that may carry no body. Fastify does not read bodies of GET and HEAD, so the
+ * framing headers tell. A chunked one is refused at once, unread (decisions 10): waiting for
+ * its end would let a client hold the connection open before any key is checked. Its
+ * connection closes, since the unread body cannot be told from the next request.
+ */
 function refuseBody(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void {
+  if (request.headers['transfer-encoding'] !== undefined) {
+    reply.header('connection', 'close')
+    return done(unexpected())
+  }
   const length = request.headers['content-length']
-  const chunked = request.headers['transfer-encoding'] !== undefined
-  if (!chunked) {
-    if (length === undefined || length === '0') return done()
-    const bytes = Number(length)
-    if (bytes > DEFAULT_BODY_BYTES) {
-      reply.header('connection', 'close')
-      return done(tooLarge(DEFAULT_BODY_BYTES))
-    }
-    return done(bytes > 0 ? unexpected() : undefined)
+  if (length === undefined || length === '0') return done()
+  const bytes = Number(length)
+  if (bytes > DEFAULT_BODY_BYTES) {
+    reply.header('connection', 'close')
+    return done(tooLarge(DEFAULT_BODY_BYTES))
   }
-  // Chunked: only reading tells whether the body is empty.
-  let received = 0
-  const raw = request.raw
-  const finish = (error?: Error): void => {
-    raw.removeListener('data', onData)
-    raw.removeListener('end', onEnd)
-    raw.removeListener('error', onError)
-    done(error)
-  }
-  const onData = (chunk: Buffer): void => {
-    received += chunk.length
-    if (received > DEFAULT_BODY_BYTES) {
-      raw.pause()
-      reply.header('connection', 'close')
-      finish(tooLarge(DEFAULT_BODY_BYTES))
-    }
-  }
-  const onEnd = (): void => finish(received > 0 ? unexpected() : undefined)
-  const onError = (): void => finish(new ApiError('MALFORMED_REQUEST', 'The request body could not be read.'))
-  raw.on('data', onData)
-  raw.on('end', onEnd)
-  raw.on('error', onError)
+  done(bytes > 0 ? unexpected() : undefined)
 }

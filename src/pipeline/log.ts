@@ -19,6 +19,8 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined) {
     logger.info({
       reqId: request.id,
       traceId: request.trace?.traceId ?? null,
+      // The client's address (through the proxies `trustProxy` believes): who to block.
+      clientIp: request.ip,
       method: request.method,
       route,
       status,

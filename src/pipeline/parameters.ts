@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
+import { MAX_FIELD_ERRORS } from '../contract/problem.js'
 import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/policy.js'
 
 // Step 6 of decisions 1, with the rules of decisions 3 for every route's own allow-list:
@@ -28,6 +29,12 @@ function unknownParameter(name: string, known: string[]): FieldError {
       ? `Unknown parameter; this endpoint accepts ${known.length === 0 ? 'none' : known.map((k) => `'${k}'`).join(', ')}.`
       : `Did you mean '${suggestion}'?`,
   }
+}
+
+/** `'a', 'b'`, naming at most as many as a problem lists field errors (decisions 10). */
+function namesOf(errors: FieldError[]): string {
+  const named = errors.slice(0, MAX_FIELD_ERRORS).map((e) => `'${e.field}'`).join(', ')
+  return errors.length > MAX_FIELD_ERRORS ? `${named} and ${errors.length - MAX_FIELD_ERRORS} more` : named
 }
 
 function quoted(values: readonly string[]): string {
@@ -72,9 +79,9 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
   const unknown = names.filter((name) => !Object.hasOwn(spec, name))
   if (unknown.length > 0) {
     const errors = unknown.map((name) => unknownParameter(name, known))
-    const hints = errors.filter((e) => e.detail.startsWith('Did you mean')).map((e) => `'${e.field}': ${e.detail}`)
+    const hints = errors.slice(0, MAX_FIELD_ERRORS).filter((e) => e.detail.startsWith('Did you mean')).map((e) => `'${e.field}': ${e.detail}`)
     throw new ApiError('UNKNOWN_QUERY_PARAMETER',
-      `Unknown query parameter${unknown.length > 1 ? 's' : ''} ${unknown.map((n) => `'${n}'`).join(', ')}.${hints.length > 0 ? ` ${hints.join(' ')}` : ''}`,
+      `Unknown query parameter${unknown.length > 1 ? 's' : ''} ${namesOf(errors)}.${hints.length > 0 ? ` ${hints.join(' ')}` : ''}`,
       { errors })
   }
   const parsed: ParsedQuery = {}
@@ -91,7 +98,7 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
     else parsed[name] = result as QueryValue
   }
   if (errors.length > 0) {
-    throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${errors.map((e) => `'${e.field}'`).join(', ')}.`, { errors })
+    throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${namesOf(errors)}.`, { errors })
   }
   return parsed
 }

@@ -31,10 +31,17 @@ function byCreatedThenId(a: Property, b: Property): number {
 }
 
 export class PmsPropertySource implements PropertySource {
-  constructor(private readonly upstreams: Record<KeyMode, PmsUpstream>) {}
+  constructor(private readonly upstreams: Partial<Record<KeyMode, PmsUpstream>>) {}
+
+  /** The PMS of a key's mode; a test key without a sandbox was refused before (decisions 9). */
+  private upstreamFor(mode: KeyMode): PmsUpstream {
+    const upstream = this.upstreams[mode]
+    if (upstream === undefined) throw new ApiError('TEST_MODE_UNAVAILABLE', 'This endpoint has no sandbox: test keys (svc_test_) cannot use it; use a live key.')
+    return upstream
+  }
 
   async get(id: string, context: SourceContext): Promise<PropertyRecord | undefined> {
-    const upstream = this.upstreams[context.mode]
+    const upstream = this.upstreamFor(context.mode)
     const cached = await this.read(upstream, `hotel:${id}`, context, async () => {
       const body = await upstream.client.getHotel(id, this.callContext(context))
       if (body === undefined) return NOT_FOUND
@@ -45,7 +52,7 @@ export class PmsPropertySource implements PropertySource {
   }
 
   async listActive(scope: ListScope, page: number, perPage: number, context: SourceContext): Promise<PropertyPage> {
-    const upstream = this.upstreams[context.mode]
+    const upstream = this.upstreamFor(context.mode)
     if (scope.allowed === 'all') {
       // Offsets beyond what the PMS can hold are past the end anyway.
       const offset = Math.min((page - 1) * perPage, Number.MAX_SAFE_INTEGER)

@@ -1,6 +1,5 @@
 import type { Dispatcher } from 'undici'
 import type { Config, UpstreamTarget } from '../config.js'
-import type { KeyMode } from '../keys/principal.js'
 import type { UpstreamOutcome } from '../upstream/errors.js'
 import { PmsClient } from '../upstream/pms-client.js'
 import { Upstream } from '../upstream/upstream.js'
@@ -8,8 +7,8 @@ import { ReadCache, type CacheResult } from './cache.js'
 import type { PmsUpstream } from './pms-source.js'
 
 // The PMS as one named upstream: `svc_live_` keys read from PMS_URL (`pms`); `svc_test_` keys
-// from PMS_SANDBOX_URL (`pmsSandbox`) with its own token, pool, breaker and cache, or from
-// PMS_URL when no sandbox is configured.
+// from PMS_SANDBOX_URL (`pmsSandbox`) with its own token, pool, breaker and cache. Without a
+// sandbox, test keys never get here: they are refused with 403 TEST_MODE_UNAVAILABLE.
 
 export interface UpstreamHooks {
   dispatcher?: Dispatcher
@@ -24,7 +23,8 @@ export interface NamedPms extends PmsUpstream {
 }
 
 export interface PmsSet {
-  byMode: Record<KeyMode, PmsUpstream>
+  /** No `test` entry without a sandbox: live data is never read for a test key. */
+  byMode: { live: PmsUpstream; test?: PmsUpstream }
   all: NamedPms[]
 }
 
@@ -46,5 +46,5 @@ export function createPmsUpstreams(config: Config, hooks: UpstreamHooks = {}): P
   if (config.pms === undefined) throw new Error('PMS_URL is not configured')
   const live = build('pms', config.pms, config, hooks)
   const sandbox = config.pmsSandbox === undefined ? undefined : build('pmsSandbox', config.pmsSandbox, config, hooks)
-  return { byMode: { live, test: sandbox ?? live }, all: sandbox === undefined ? [live] : [live, sandbox] }
+  return sandbox === undefined ? { byMode: { live }, all: [live] } : { byMode: { live, test: sandbox }, all: [live, sandbox] }
 }

@@ -144,9 +144,11 @@ export function assertPolicy(policy: RoutePolicy): void {
 // The built-in routes. Declared routes (config `routes`) join them in app.ts.
 
 export const PER_PAGE_DEFAULT = 20
+/** Keeps the PMS offset bounded: every distinct page is a PMS call (decisions 10). */
+export const PAGE_MAX = 10_000
 
 const pageRules: QuerySpec = {
-  page: { type: 'integer', min: 1, max: Number.MAX_SAFE_INTEGER, default: 1 },
+  page: { type: 'integer', min: 1, max: PAGE_MAX, default: 1 },
   perPage: { type: 'integer', min: 1, max: 100, default: PER_PAGE_DEFAULT },
 }
 

@@ -119,7 +119,7 @@ describe('/status follows the breaker', () => {
 describe('load shedding', () => {
   it('answers 503 problem+json and unhealthy while the event loop is saturated', async () => {
     const app = await buildApp({
-      config: testConfig({ loadShedding: { maxEventLoopDelayMs: 20, maxEventLoopUtilization: 0, sampleIntervalMs: 10 } }),
+      config: testConfig({ loadShedding: { maxEventLoopDelayMs: 20, maxEventLoopUtilization: 0, sampleIntervalMs: 50, sustainedSamples: 3 } }),
       logger: captureLogs().logger,
       keys: new FakeKeys({}),
       properties: new MemorySource([]),

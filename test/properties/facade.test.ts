@@ -360,14 +360,25 @@ describe('stale-if-error', () => {
   })
 })
 
-describe('test keys without a sandbox', () => {
+describe('test keys without a sandbox (decisions 9)', () => {
   let t: TestGateway
   beforeAll(async () => { t = await TestGateway.start() })
   afterAll(async () => t.close())
 
-  it('read from PMS_URL', async () => {
-    const expected = activeIds(t.pms, 'ACME')
-    const data = expectEnvelope(remember(await t.get('/v1/properties?perPage=100', await t.key({ mode: 'test' }))), { page: 1, perPage: 100, total: expected.length }) as PublicProperty[]
-    expect(data.map((p) => p.id)).toEqual(expected)
+  it('are refused with 403 TEST_MODE_UNAVAILABLE on every route that reads the PMS, and never reach it', async () => {
+    const testKey = await t.key({ mode: 'test' })
+    const id = activeIds(t.pms, 'ACME')[0] as string
+    await fetch(`${t.pms.url}/__mock/requests`, { method: 'DELETE' })
+    for (const path of ['/v1/properties?perPage=100', `/v1/properties/${id}`]) {
+      expectProblem(remember(await t.get(path, testKey)), {
+        code: 'TEST_MODE_UNAVAILABLE', instance: path.split('?')[0] as string,
+        detail: 'This endpoint has no sandbox: test keys (svc_test_) cannot use it; use a live key.',
+      })
+    }
+    // The stand-in PMS's own request log: not one call.
+    expect(await (await fetch(`${t.pms.url}/__mock/requests`)).json()).toEqual([])
+    // A live key on the same gateway reads it, so the log above could have shown calls.
+    expectEnvelope(remember(await t.get(`/v1/properties/${id}`, await t.key())))
+    expect((await (await fetch(`${t.pms.url}/__mock/requests`)).json() as unknown[]).length).toBe(1)
   })
 })

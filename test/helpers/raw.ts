@@ -1,0 +1,49 @@
+import { connect } from 'node:net'
+
+export interface RawAnswer {
+  /** Everything the server wrote before it closed the connection. */
+  text: string
+  /** Milliseconds from the first byte sent to the close. */
+  closedAfterMs: number
+}
+
+/**
+ * Opens a connection, sends `parts` with `gapMs` between them (stopping once the server has
+ * closed), and resolves with all it answered when the server closes the connection.
+ */
+export function rawExchange(port: number, parts: string[], gapMs = 0): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    let started = 0
+    const chunks: Buffer[] = []
+    const socket = connect(port, '127.0.0.1', () => {
+      started = Date.now()
+      void (async () => {
+        for (const [i, part] of parts.entries()) {
+          if (socket.destroyed || socket.writableEnded) return
+          if (part !== '') socket.write(part)
+          if (gapMs > 0 && i < parts.length - 1) await new Promise((r) => setTimeout(r, gapMs))
+        }
+      })()
+    })
+    socket.on('data', (c: Buffer) => chunks.push(c))
+    socket.on('error', (error: NodeJS.ErrnoException) => { if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') reject(error) })
+    socket.on('close', () => resolve({ text: Buffer.concat(chunks).toString('utf8'), closedAfterMs: Date.now() - started }))
+  })
+}
+
+/** The responses in a raw answer: status, lower-cased headers and body of each. */
+export function parseResponses(text: string): { statusCode: number; headers: Record<string, string>; body: string }[] {
+  const responses = []
+  let rest = text
+  while (rest.startsWith('HTTP/1.1 ')) {
+    const end = rest.indexOf('\r\n\r\n')
+    const [status = '', ...lines] = rest.slice(0, end).split('\r\n')
+    const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
+    const length = Number(headers['content-length'] ?? 0)
+    const body = rest.slice(end + 4, end + 4 + length)
+    responses.push({ statusCode: Number(status.split(' ')[1]), headers, body })
+    rest = rest.slice(end + 4 + length)
+  }
+  if (rest !== '') responses.push({ statusCode: 0, headers: {}, body: rest })
+  return responses
+}
