@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../src/config.js'
+import { ConfigError, isLoopbackOrTls, loadConfig } from '../src/config.js'
 
 function file(content: unknown): string {
   const path = join(mkdtempSync(join(tmpdir(), 'gw-config-')), 'config.json')
@@ -34,6 +34,10 @@ describe('configuration (operations: environment and config file)', () => {
       keyCache: { ttlMs: 10000 },
       rateLimit: { enabled: true, limit: 1000, windowSeconds: 60 },
       shutdown: { drainMs: 5000, timeoutMs: 10000 },
+      server: { headersTimeoutMs: 10000, requestTimeoutMs: 30000, keepAliveTimeoutMs: 65000 },
+      abuse: { authFailuresPerMinute: 600, trackedAddresses: 100000, unknownKeys: 10000 },
+      loadShedding: { maxEventLoopDelayMs: 1000, maxEventLoopUtilization: 0, sampleIntervalMs: 1000, sustainedSamples: 3 },
+      adminToken: undefined,
     })
   })
 
@@ -64,6 +68,40 @@ describe('configuration (operations: environment and config file)', () => {
       CONFIG_FILE: file({ ...minimal, brands: [...minimal.brands, { id: 'globex', chainCode: 'GLBX', hosts: ['API.acme.example:443'] }] }),
     }))
     expect(problems).toEqual([expect.stringMatching(/brands\[1\]\.hosts\[0\]: host 'api\.acme\.example' already belongs to brand 'acme'$/)])
+  })
+
+  it('refuses two brands with one chainCode', () => {
+    const problems = problemsOf(() => loadConfig({
+      CONFIG_FILE: file({ ...minimal, brands: [...minimal.brands, { id: 'acme-eu', chainCode: 'ACME', hosts: ['api.acme.example.eu'] }] }),
+    }))
+    expect(problems).toEqual([expect.stringMatching(/brands\[1\]\.chainCode: chainCode 'ACME' already belongs to brand 'acme'$/)])
+  })
+
+  it.each([
+    [false], [true], [1], [3], [['10.0.0.0/8', '192.168.1.7', 'fd00::/8', '::1']],
+  ])('takes trustProxy %j: none, any, a hop count, or proxy addresses and CIDR blocks', (trustProxy) => {
+    expect(loadConfig({ CONFIG_FILE: file({ ...minimal, trustProxy }) }).trustProxy).toEqual(trustProxy)
+  })
+
+  it.each([[0], ['10.0.0.0/8'], [['10.0.0.0/33']], [['proxy.internal']], [[]]])('refuses trustProxy %j', (trustProxy) => {
+    expect(problemsOf(() => loadConfig({ CONFIG_FILE: file({ ...minimal, trustProxy }) })))
+      .toEqual([expect.stringMatching(/config\.json trustProxy(\[0\])?: /)])
+  })
+
+  it('refuses a header deadline beyond the request deadline', () => {
+    expect(problemsOf(() => loadConfig({ CONFIG_FILE: file({ ...minimal, server: { headersTimeoutMs: 40000 } }) })))
+      .toEqual([expect.stringMatching(/server\.headersTimeoutMs: must not exceed server\.requestTimeoutMs$/)])
+  })
+
+  it('reads ADMIN_TOKEN, and refuses a short one', () => {
+    expect(loadConfig({ CONFIG_FILE: file(minimal), ADMIN_TOKEN: 'a-long-enough-admin-token' }).adminToken).toBe('a-long-enough-admin-token')
+    expect(problemsOf(() => loadConfig({ CONFIG_FILE: file(minimal), ADMIN_TOKEN: 'short' })))
+      .toEqual(['environment ADMIN_TOKEN: must be at least 16 characters'])
+  })
+
+  it('tells plain http: to another host from loopback and https:', () => {
+    expect(['http://pms.internal:4010', 'http://10.1.2.3', 'http://[fd00::1]:80'].map(isLoopbackOrTls)).toEqual([false, false, false])
+    expect(['https://pms.internal', 'http://127.0.0.1:4010', 'http://localhost:4010', 'http://[::1]:4010'].map(isLoopbackOrTls)).toEqual([true, true, true, true])
   })
 
   it('reports a file that is not JSON', () => {

@@ -45,3 +45,30 @@ describe('traceparent (W3C Trace Context)', () => {
     expect(outgoing).not.toContain(SPAN)
   })
 })
+
+describe('tracestate (decisions 10: forwarded only when well-formed and at most 512 characters)', () => {
+  const parent = `00-${TRACE}-${SPAN}-01`
+
+  it.each([
+    ['one member', 'congo=t61rcWkgMzE'],
+    ['several, with spaces and empty members', 'rojo=00f067aa0ba902b7, congo=t61rcWkgMzE,,\tvendor@sys=a b'],
+    ['a multi-tenant key', 'tenant-1@dt=some/value'],
+    ['exactly 512 characters', `a=${'v'.repeat(254)},b=${'v'.repeat(253)}`],
+  ])('passes on %s unchanged', (_name, state) => {
+    expect(traceFromHeaders(parent, state).tracestate).toBe(state)
+  })
+
+  it.each([
+    ['over 512 characters', `a=${'v'.repeat(254)},b=${'v'.repeat(254)}`],
+    ['12 kB of markup', Array.from({ length: 30 }, (_, i) => `k${i}=<b>${'x'.repeat(400)}</b>`).join(',')],
+    ['a value over 256 characters', `k=${'v'.repeat(257)}`],
+    ['bytes over 0x7F', 'k=caf\u00e9'],
+    ['an upper-case key', 'Congo=x'],
+    ['a member without =', 'congo'],
+    ['a control character', 'k=a\u0000b'],
+    ['33 members', Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(',')],
+    ['nothing but commas', ',,'],
+  ])('drops %s', (_name, state) => {
+    expect(traceFromHeaders(parent, state)).toEqual({ traceId: TRACE, parentId: SPAN, flags: '01', tracestate: undefined })
+  })
+})

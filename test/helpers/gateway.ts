@@ -3,7 +3,7 @@ import { Redis } from 'ioredis'
 import { request } from 'undici'
 import type { FileConfig } from '../../src/config.js'
 import { createGateway, type Gateway, type GatewayOptions } from '../../src/gateway.js'
-import { RedisKeyStore, type NewKey } from '../../src/keys/store.js'
+import { RedisKeyStore, type KeyStore, type NewKey } from '../../src/keys/store.js'
 import { MockPms } from '../../mocks/pms/server.js'
 import { ACME_HOST, testConfig } from './config.js'
 import { checkAnswer } from './contract.js'
@@ -35,6 +35,8 @@ export class TestGateway {
     pms?: MockPms
     pmsUrl?: string
     gateway?: Partial<GatewayOptions>
+    /** A key store of the test's own, in the gateway's Redis namespace. */
+    keyStore?: (prefix: string) => KeyStore
   } = {}): Promise<TestGateway> {
     const pms = options.pms ?? await new MockPms({ token: PMS_TOKEN }).listen()
     const sandbox = options.sandbox === true ? await new MockPms({ token: 'sandbox-token', seed: 99 }).listen() : undefined
@@ -42,7 +44,10 @@ export class TestGateway {
     const env: NodeJS.ProcessEnv = { REDIS_URL, REDIS_PREFIX: t.prefix, PMS_URL: options.pmsUrl ?? pms.url, PMS_TOKEN }
     Object.assign(env, options.env)
     if (sandbox !== undefined) Object.assign(env, { PMS_SANDBOX_URL: sandbox.url, PMS_SANDBOX_TOKEN: 'sandbox-token' })
-    t.gateway = await createGateway({ config: testConfig(options.config ?? {}, env), logger: t.logs.logger, ...options.gateway })
+    const keyStore = options.keyStore?.(t.prefix)
+    t.gateway = await createGateway({
+      config: testConfig(options.config ?? {}, env), logger: t.logs.logger, ...(keyStore === undefined ? {} : { keyStore }), ...options.gateway,
+    })
     await t.gateway.app.listen({ port: 0, host: '127.0.0.1' })
     // Until its Redis connection is up, a new gateway answers unknown keys with 503 (as it
     // should); tests start from a gateway that is ready.

@@ -1,0 +1,128 @@
+import { Redis } from 'ioredis'
+import { Pool } from 'undici'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { digestKey, generateKey } from '../src/keys/format.js'
+import { RedisKeyStore, type KeyRecord } from '../src/keys/store.js'
+import { ACME_HOST } from './helpers/config.js'
+import { TestGateway } from './helpers/gateway.js'
+import { expectEnvelope, expectProblem } from './helpers/problem.js'
+import { REDIS_URL } from './helpers/redis.js'
+
+// Decisions 10 over real sockets and real Redis: a flood of invented keys that pass the
+// public checksum, from one client address.
+
+const LIMIT = 150
+const UNKNOWN_KEYS = 100
+const FLOOD = 10_000
+const ATTACKER = '203.0.113.7'
+const PARTNER = '198.51.100.9'
+
+/** The real Redis store, counting its look-ups per digest (the unit's edge). */
+class CountingStore extends RedisKeyStore {
+  readonly lookups = new Map<string, number>()
+  override async findByDigest(digest: string): Promise<KeyRecord | null> {
+    this.lookups.set(digest, (this.lookups.get(digest) ?? 0) + 1)
+    return super.findByDigest(digest)
+  }
+}
+
+let t: TestGateway
+let store: CountingStore
+let redis: Redis
+let pool: Pool
+let partnerKey: string
+
+beforeAll(async () => {
+  redis = new Redis(REDIS_URL)
+  t = await TestGateway.start({
+    config: {
+      abuse: { authFailuresPerMinute: LIMIT, trackedAddresses: 1000, unknownKeys: UNKNOWN_KEYS },
+      // Both clients come through the proxy on loopback, which is the only one believed.
+      trustProxy: ['127.0.0.1'],
+      // A key cache smaller than the flood: the flood must still not touch it.
+      keyCache: { ttlMs: 60_000, graceMs: 60_000, maxEntries: 10 },
+    },
+    keyStore: (prefix) => {
+      store = new CountingStore(redis, prefix)
+      return store
+    },
+  })
+  partnerKey = await t.key()
+  pool = new Pool(t.url, { connections: 32 })
+})
+
+afterAll(async () => {
+  await pool.close()
+  await t.close()
+  redis.disconnect()
+})
+
+async function get(key: string, address: string, path = '/v1/properties?perPage=1') {
+  const res = await pool.request({
+    path, method: 'GET',
+    headers: { host: ACME_HOST, 'user-agent': 'abuse-test/1.0', authorization: `Bearer ${key}`, 'x-forwarded-for': address },
+  })
+  return { statusCode: res.statusCode, headers: res.headers as Record<string, string>, body: await res.body.text() }
+}
+
+describe('a flood of invented checksum-valid keys from one address (decisions 10)', () => {
+  it('makes at most abuse.authFailuresPerMinute look-ups, then answers 429 at once, and never evicts a partner key', async () => {
+    expectEnvelope(await get(partnerKey, PARTNER), { page: 1, perPage: 1, total: expect.any(Number) as unknown as number })
+    const partnerDigest = digestKey(partnerKey)
+    const statuses = new Map<number, number>()
+    let last429: Awaited<ReturnType<typeof get>> | undefined
+    const invented = Array.from({ length: FLOOD }, () => generateKey('live'))
+    for (let i = 0; i < FLOOD; i += 200) {
+      const batch = await Promise.all(invented.slice(i, i + 200).map(async (key) => get(key, ATTACKER)))
+      for (const res of batch) {
+        statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1)
+        if (res.statusCode === 429) last429 = res
+      }
+      // The partner, throughout the flood: answered from the cache every time.
+      expect((await get(partnerKey, PARTNER)).statusCode).toBe(200)
+    }
+
+    expect(Object.fromEntries(statuses)).toEqual({ 401: LIMIT, 429: FLOOD - LIMIT })
+    const inventedLookups = [...store.lookups.entries()].filter(([digest]) => digest !== partnerDigest)
+    expect(inventedLookups.reduce((sum, [, n]) => sum + n, 0)).toBe(LIMIT)
+    expect(store.lookups.get(partnerDigest)).toBe(1)
+    // Misses are remembered, within their own bound.
+    expect(t.gateway.authenticator.unknownSize).toBe(UNKNOWN_KEYS)
+    expect(t.gateway.authenticator.size).toBe(1)
+
+    const retryAfter = Number(last429?.headers['retry-after'])
+    expect(retryAfter).toBeGreaterThanOrEqual(1)
+    expect(retryAfter).toBeLessThanOrEqual(60)
+    expectProblem(last429 as NonNullable<typeof last429>, {
+      code: 'RATE_LIMITED', instance: '/v1/properties',
+      detail: `Too many requests with a missing or invalid API key from this address: at most ${LIMIT} a minute. Retry in ${retryAfter} seconds.`,
+    })
+    // Even a valid key is refused from that address now: the check comes before any look-up.
+    expect((await get(partnerKey, ATTACKER)).statusCode).toBe(429)
+  })
+
+  it('counts every 401 by code, logs the client address on every line, and counts the 429s', async () => {
+    const metrics = await t.gateway.metrics.registry.metrics()
+    expect(metrics).toContain(`gateway_auth_failures_total{code="INVALID_API_KEY"} ${LIMIT}`)
+    expect(metrics).toContain(`gateway_rate_limited_total ${FLOOD - LIMIT + 1}`)
+    const lines = t.logs.records().filter((r) => r.msg === 'request')
+    expect(lines.length).toBeGreaterThan(FLOOD)
+    const addresses = new Set(lines.map((l) => l.clientIp))
+    expect(addresses).toEqual(new Set([ATTACKER, PARTNER]))
+  })
+
+  it('counts missing and malformed Authorization headers too', async () => {
+    const address = '192.0.2.55'
+    const refuse = async (authorization: string | undefined) => {
+      const headers: Record<string, string> = { host: ACME_HOST, 'user-agent': 'abuse-test/1.0', 'x-forwarded-for': address }
+      if (authorization !== undefined) headers.authorization = authorization
+      const res = await pool.request({ path: '/v1/properties', method: 'GET', headers })
+      await res.body.dump()
+      return res.statusCode
+    }
+    const answers = []
+    for (let i = 0; i < LIMIT; i += 1) answers.push(await refuse(i % 2 === 0 ? undefined : 'Basic abc'))
+    expect(new Set(answers)).toEqual(new Set([401]))
+    expect(await refuse(undefined)).toBe(429)
+  })
+})
