@@ -16,6 +16,9 @@ COPY bench ./bench
 RUN npm run build
 
 FROM node:24-bookworm-slim AS runtime
+# Both listeners bind every interface *inside* the container: a published port reaches the
+# container's own interface, never its loopback. Who can reach the admin port is decided
+# where it is published (compose: host loopback only) and by ADMIN_TOKEN.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     ADMIN_HOST=0.0.0.0
@@ -25,7 +28,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /app/dist ./dist
 COPY config ./config
 USER node
-EXPOSE 3000 9464
+# Only the public port: `docker run -P` must not publish the admin port on every host interface.
+EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/v1/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # node, not npm, as PID 1's child: SIGTERM reaches the gateway, which drains and exits 0.

@@ -19,6 +19,9 @@ import { serveDocs } from './docs-server.js'
 const DEMO_TOKEN = 'demo-pms-token'
 const SERVICE_TOKEN = 'demo-service-token'
 const SANDBOX_SEED = 99
+// The demo key lives in a namespace of its own and expires: a demo killed without its
+// Ctrl-C cleanup leaves no key a real gateway would take, and none that stays valid.
+const DEMO_KEY_LIFETIME_MS = 8 * 60 * 60 * 1000
 
 /** Listens on `port`, or on any free port when it is taken (another demo?). */
 async function listenOn<T extends { listen(port: number): Promise<T> }>(make: () => T, port: number): Promise<T> {
@@ -39,6 +42,7 @@ const env = {
   PMS_URL: pms.url, PMS_TOKEN: DEMO_TOKEN, PMS_SANDBOX_URL: pmsSandbox.url, PMS_SANDBOX_TOKEN: DEMO_TOKEN,
   UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN,
   UPSTREAM_BOOKINGS_SANDBOX_URL: serviceSandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SERVICE_TOKEN,
+  REDIS_PREFIX: `${process.env.REDIS_PREFIX ?? 'gw:'}demo:`,
 }
 const config = loadConfig(env, { requireTokens: true })
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'warn' })
@@ -64,7 +68,9 @@ await gateway.app.listen({ port: config.port, host: config.host })
 const port = (gateway.app.server.address() as { port: number }).port
 const adminPort = (gateway.admin.server.address() as { port: number }).port
 
-const { key, record } = await gateway.keyStore.create({ brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo' })
+const { key, record } = await gateway.keyStore.create({
+  brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
+})
 const someId = String(pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
 const someGuest = generateGuests('acme')[0]?.id as string
 const base = `http://localhost:${port}`
@@ -76,7 +82,7 @@ say(`Admin:        http://${config.adminHost}:${adminPort}/status and /metrics`)
 say(`Stand-in PMS: ${pms.url} (sandbox ${pmsSandbox.url})`)
 say(`Stand-in service behind /v1/guests and /v1/rooms: ${service.url} (sandbox ${serviceSandbox.url})`)
 say(`API docs:     ${docs.url}/   (the reference; error pages under ${docs.url}/errors/)`)
-say(`Demo key:     ${record.id}, all properties of acme`)
+say(`Demo key:     ${record.id}, all properties of acme, valid until ${String(record.expiresAt)}`)
 say()
 say('Try:')
 say(`curl -s ${auth} '${base}/v1/properties?perPage=3'`)

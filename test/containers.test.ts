@@ -37,6 +37,10 @@ describe('Dockerfile', () => {
     expect(existsSync('dist/src/server.js')).toBe(true)
   })
 
+  it('exposes the public port only, so `docker run -P` never publishes the admin port', () => {
+    expect(instructions.filter((l) => l.startsWith('EXPOSE '))).toEqual(['EXPOSE 3000'])
+  })
+
   it('copies every folder the build compiles', () => {
     const include = (JSON.parse(readFileSync('tsconfig.build.json', 'utf8')) as { include: string[] }).include
     for (const folder of include) expect(dockerfile).toContain(`COPY ${folder} ./${folder}`)
@@ -51,7 +55,8 @@ describe('docker-compose.yml', () => {
       redis: { condition: 'service_healthy' }, pms: { condition: 'service_healthy' },
       service: { condition: 'service_healthy' }, 'service-sandbox': { condition: 'service_healthy' },
     })
-    expect(compose.services.gateway?.ports).toEqual(['3000:3000', '9464:9464'])
+    // The admin port on the host's loopback only.
+    expect(compose.services.gateway?.ports).toEqual(['3000:3000', '127.0.0.1:9464:9464'])
     expect(compose.services.keys?.profiles).toEqual(['tools'])
   })
 

@@ -151,3 +151,43 @@ describe('load shedding', () => {
     }
   })
 })
+
+describe('ADMIN_TOKEN (operations: admin port)', () => {
+  const TOKEN = 'admin-token-for-the-test-0123456789'
+  let guarded: TestGateway
+  let url: string
+  beforeAll(async () => {
+    guarded = await TestGateway.start({ env: { ADMIN_TOKEN: TOKEN } })
+    await guarded.gateway.admin.listen({ port: 0, host: '127.0.0.1' })
+    url = `http://127.0.0.1:${(guarded.gateway.admin.server.address() as { port: number }).port}`
+  })
+  afterAll(async () => guarded.close())
+
+  const call = async (path: string, authorization?: string) => {
+    const res = await request(`${url}${path}`, { headers: authorization === undefined ? {} : { authorization } })
+    return { statusCode: res.statusCode, headers: res.headers, body: await res.body.text() }
+  }
+
+  it.each([
+    ['no Authorization header', undefined],
+    ['a wrong token', 'Bearer admin-token-for-the-test-012345678X'],
+    ['a prefix of the token', 'Bearer admin-token'],
+    ['another scheme', `Basic ${TOKEN}`],
+  ])('answers 401 to %s, on both routes', async (_name, authorization) => {
+    for (const path of ['/metrics', '/status']) {
+      const res = await call(path, authorization)
+      expect({ status: res.statusCode, type: res.headers['content-type'], challenge: res.headers['www-authenticate'], body: JSON.parse(res.body) as unknown }).toEqual({
+        status: 401, type: 'application/problem+json; charset=utf-8', challenge: 'Bearer realm="admin"',
+        body: { title: 'Unauthorized', status: 401, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.' },
+      })
+    }
+  })
+
+  it('serves both routes to the bearer of the token', async () => {
+    const metrics = await call('/metrics', `Bearer ${TOKEN}`)
+    expect(metrics.statusCode).toBe(200)
+    expect(metrics.body).toContain('# TYPE gateway_http_requests_total counter')
+    const status = await call('/status', `Bearer ${TOKEN}`)
+    expect({ status: status.statusCode, body: JSON.parse(status.body) as unknown }).toMatchObject({ status: 200, body: { status: 'ok', redis: { status: 'up' } } })
+  })
+})
