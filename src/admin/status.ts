@@ -33,7 +33,7 @@ const VERSION = packageVersion()
 
 export function statusReport(sources: StatusSources) {
   const upstreams: Record<string, { breaker: BreakerState; retryAfterSeconds: number; callsInFlight: number; stats: Record<string, number> }> = {}
-  const cache: Record<string, { entries: number; hitRatio: number }> = {}
+  const cache: Record<string, { entries: number; hitRatio: number; unknownEntries?: number }> = {}
   for (const upstream of sources.upstreams) {
     const stats = upstream.breaker.stats
     upstreams[upstream.name] = {
@@ -44,7 +44,7 @@ export function statusReport(sources: StatusSources) {
     }
   }
   for (const { name, entries, hitRatio } of sources.caches()) cache[name] = { entries, hitRatio }
-  cache.apiKeys = { entries: sources.authenticator.size, hitRatio: sources.authenticator.hitRatio }
+  cache.apiKeys = { entries: sources.authenticator.size, hitRatio: sources.authenticator.hitRatio, unknownEntries: sources.authenticator.unknownSize }
   const failing = sources.health.failing()
   const degraded = Object.values(upstreams).some((u) => u.breaker !== 'closed')
   return {
