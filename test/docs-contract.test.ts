@@ -82,7 +82,7 @@ describe('the OpenAPI document', () => {
   it('takes the parameters from the route policies: ranges, enums, lists and Service-Property-Id', () => {
     const list = paths['/v1/properties']?.get?.parameters as JsonObject[]
     expect(list.filter((p) => p.in === 'query')).toEqual([
-      { name: 'page', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 1 } },
+      { name: 'page', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 1 } },
       { name: 'perPage', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
     ])
     const rooms = paths['/v1/rooms']?.get?.parameters as JsonObject[]

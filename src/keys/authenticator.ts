@@ -53,6 +53,7 @@ export class KeyAuthenticator implements KeyVerifier {
   private readonly cache: LRUCache<string, CachedKey>
   /** Digests the store did not know, with no record: a few bytes each. */
   private readonly unknown: LRUCache<string, true>
+  private readonly inFlight = new Map<string, Promise<CachedKey | undefined>>()
   private hits = 0
   private lookups = 0
 
@@ -82,8 +83,41 @@ export class KeyAuthenticator implements KeyVerifier {
     })
   }
 
+  /**
+   * The record of a key this instance does not hold: looked up outside the known-key cache
+   * (whose in-flight fetches take a slot each, so a burst of invented keys would push known
+   * ones out), one look-up per digest at a time.
+   */
+  private async lookUp(digest: string): Promise<CachedKey | undefined> {
+    let pending = this.inFlight.get(digest)
+    if (pending === undefined) {
+      pending = (async () => {
+        try {
+          const record = await this.store.findByDigest(digest)
+          if (record === null) {
+            this.unknown.set(digest, true)
+            return undefined
+          }
+          const entry = { record, principal: principalOf(record), loadedAt: Date.now() }
+          this.cache.set(digest, entry)
+          return entry
+        } finally {
+          this.inFlight.delete(digest)
+        }
+      })()
+      this.inFlight.set(digest, pending)
+    }
+    try {
+      return await pending
+    } catch (error) {
+      throw new ApiError('SERVICE_UNAVAILABLE', 'API keys cannot be checked right now; retry shortly.', { retryAfter: 1, cause: error })
+    }
+  }
+
   /** The cached record of `digest`, a fresh one from the store, or undefined when the store has none. */
   private async load(digest: string): Promise<CachedKey | undefined> {
+    // Not even a stale copy here: nothing to fall back on, so no slot in the known-key cache.
+    if (this.cache.peek(digest, { allowStale: true }) === undefined) return this.lookUp(digest)
     const status: LRUCache.Status<string, CachedKey> = {}
     const entry = await this.cache.fetch(digest, { status })
     const unavailable = (): never => {
