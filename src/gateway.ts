@@ -26,6 +26,8 @@ export interface GatewayOptions {
   upstreamHooks?: UpstreamHooks
   /** The demo's in-memory store when no Redis answers; Redis otherwise. */
   keyStore?: KeyStore
+  /** Sees every quota lease (the failover scenario accounts for each key's quota with it). */
+  onLease?: (keyId: string, granted: number) => void
 }
 
 export interface Gateway {
@@ -73,7 +75,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     windowSeconds: config.rateLimit.windowSeconds,
     logger,
     onFailOpen: () => metrics.rateLimiterFailOpen.inc(),
-    onLease: (granted) => metrics.rateLimitLeased.inc(granted),
+    onLease: (keyId, granted) => {
+      metrics.rateLimitLeased.inc(granted)
+      options.onLease?.(keyId, granted)
+    },
   })
   const app = await buildApp({ config, logger, keys: authenticator, properties, health, metrics, rateLimiter })
   const admin = await buildAdmin(metrics, { health, redis: redisMonitor, upstreams: upstreams?.all ?? [], authenticator, startedAt: Date.now() })

@@ -33,8 +33,8 @@ export interface RateLimiterOptions {
   logger: Logger
   /** A request let through because the store could not answer. */
   onFailOpen?: () => void
-  /** Quota granted to this instance by one lease. */
-  onLease?: (granted: number) => void
+  /** Quota of `keyId` granted to this instance by one lease. */
+  onLease?: (keyId: string, granted: number) => void
 }
 
 /** Part of what is left that one lease may take: 1/16, so ~16 instances share the tail fairly. */
@@ -89,7 +89,7 @@ export class RateLimiter {
     const { granted, used } = await this.store.lease(keyId, state.window, limit, batch, this.windowMs + 1000)
     state.used = used
     state.local += granted
-    this.options.onLease?.(granted)
+    this.options.onLease?.(keyId, granted)
     if (granted === 0) state.exhausted = true
   }
 

@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runFailoverScenario, type ScenarioReport } from '../../bench/redis-ha/scenario.js'
+import { haRedisMissing, RedisCluster, SentinelGroup, type HaTopology } from '../../bench/redis-ha/topology.js'
+
+// Every promise of the gateway through a failover of real Redis processes (their own ports):
+// two instances under a steady load, the master of the quota's counter killed.
+
+const missing = haRedisMissing()
+if (missing !== undefined) console.warn(`skipping the Redis failover tests: ${missing}`)
+
+// Setting up, failing over and recovering take a few seconds each on a loaded machine; the
+// waits inside the scenario are generous, and only the two bounds the contract names are
+// asserted on durations.
+const SCENARIO_MS = 90_000
+
+function checkPromises(report: ScenarioReport): void {
+  const { samples, quota } = report
+  // No request gets a 500 (or any answer outside what each kind of request may get).
+  const allowed = { valid: [200], quota: [200, 429], probe: [401, 503] }
+  const unexpected = samples.filter((s) => !allowed[s.kind].includes(s.status))
+  expect(unexpected.slice(0, 5)).toEqual([])
+  // The load really ran through the outage, on both instances.
+  for (const instance of ['a', 'b']) {
+    expect(samples.filter((s) => s.instance === instance && s.t < 0).length).toBeGreaterThan(10)
+    expect(samples.filter((s) => s.instance === instance && s.t > report.failoverMs).length).toBeGreaterThan(10)
+  }
+  // 503s stop within the failover time plus 2 s.
+  const last503 = samples.filter((s) => s.status === 503).at(-1)
+  if (last503 !== undefined) expect(last503.t).toBeLessThanOrEqual(report.failoverMs + 2000)
+  for (const instance of report.instances) {
+    // A key suspended after the failover is refused on both instances within 1 s.
+    expect(instance.suspensionRefusedAfterMs).toBeLessThanOrEqual(1000)
+    // Every request let through without the limiter is counted.
+    const failOpen = samples.filter((s) => s.instance === instance.name && s.status === 200 && !s.limited).length
+    expect(instance.failOpenCounted).toBe(failOpen)
+  }
+  // The limiter leases again after the failover: the last answers of each instance carry its headers.
+  for (const instance of ['a', 'b']) {
+    const last = samples.filter((s) => s.instance === instance && s.kind === 'valid').at(-1)
+    expect(last?.limited).toBe(true)
+  }
+  // The instances together never admit more than the quota plus what the lost master had
+  // counted and not replicated (requests let through while no master answered aside).
+  expect(quota.admitted).toBeLessThanOrEqual(quota.limit + quota.unreplicated)
+  expect(quota.counterAfter).toBeLessThanOrEqual(quota.limit)
+}
+
+describe.skipIf(missing !== undefined)('failover under load', () => {
+  describe.each([
+    ['Sentinel (a master, a replica, three sentinels)', () => SentinelGroup.start()],
+    ['Cluster (three masters, a replica each)', () => RedisCluster.start()],
+  ] as const)('%s', (_name, start) => {
+    let topology: HaTopology
+    beforeAll(async () => {
+      topology = await start()
+    }, 60_000)
+    afterAll(async () => {
+      await topology?.stop()
+    }, 30_000)
+
+    it('keeps every promise while the master is killed', async () => {
+      checkPromises(await runFailoverScenario({ topology }))
+    }, SCENARIO_MS)
+  })
+})
