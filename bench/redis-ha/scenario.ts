@@ -46,7 +46,7 @@ export interface InstanceReport {
   healthyAgainAt: number | null
   /** When the last 503 of any request was sent (ms since the kill). */
   last503At: number | null
-  /** When the limiter leased again after the kill (ms since the kill). */
+  /** When the limiter enforced again after its last fail-open request (ms since the kill). */
   leasedAgainAt: number | null
   /** How long after the suspension this instance first refused the key (ms). */
   suspensionRefusedAfterMs: number
@@ -230,8 +230,8 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
       const up = down === undefined ? undefined : polls.find((p) => p.at > down.at && p.status === 200)
       const mine = samples.filter((s) => s.instance === name)
       const last503 = mine.filter((s) => s.status === 503).at(-1)
-      const firstFailOpen = mine.find((s) => s.t >= 0 && s.status === 200 && !s.limited)
-      const leasedAgain = firstFailOpen === undefined ? undefined : mine.find((s) => s.t > firstFailOpen.t && s.limited)
+      const lastFailOpen = mine.filter((s) => s.t >= 0 && s.status === 200 && !s.limited).at(-1)
+      const leasedAgain = lastFailOpen === undefined ? undefined : mine.find((s) => s.t > lastFailOpen.t && s.limited)
       const counted = await gateway.metrics.registry.getSingleMetricAsString('gateway_rate_limiter_fail_open_total')
       instances.push({
         name,
