@@ -51,6 +51,8 @@ export interface InstanceReport {
   /** How long after the suspension this instance first refused the key (ms). */
   suspensionRefusedAfterMs: number
   failOpenCounted: number
+  /** The `redis` part of the admin port's /status after the failover. */
+  redisStatusAfter: Record<string, unknown>
 }
 
 export interface ScenarioReport {
@@ -60,6 +62,8 @@ export interface ScenarioReport {
   failoverMs: number
   samples: Sample[]
   instances: InstanceReport[]
+  /** The port of the master that serves the quota's counter after the failover. */
+  newMasterPort: number
   /** When the key was suspended (ms since the kill). */
   suspendedAt: number
   quota: {
@@ -114,7 +118,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
   log(`keys created through the key tool (${topology.mode})`)
 
   const config = loadConfig({ CONFIG_FILE: 'config/default.json', ...env }, {
-    overrides: { rateLimit: { enabled: true, limit: 1000, windowSeconds: WINDOW_SECONDS } },
+    overrides: { rateLimit: { enabled: true, limit: 1_000_000, windowSeconds: WINDOW_SECONDS } },
   })
   const leased = new Map<string, number>()
   const gateways: { name: string; gateway: Gateway; url: string }[] = []
@@ -190,12 +194,20 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
     const failoverMs = Date.now() - killedAt
     log(`failed over in ${failoverMs} ms`)
 
-    for (const { name, url } of gateways) {
-      await until(`instance ${name} to be healthy after the failover`, async () => (await call(url, '/v1/health')).status === 200, 30_000)
+    for (const { name, url, gateway } of gateways) {
+      try {
+        await until(`instance ${name} to be healthy after the failover`, async () => (await call(url, '/v1/health')).status === 200, 30_000)
+      } catch (error) {
+        const status = (await gateway.admin.inject({ url: '/status' })).body
+        throw new Error(`${(error as Error).message}; its client is ${gateway.redis?.status}, /status says ${status}`, { cause: error })
+      }
       // The key to suspend is in both instances' key cache (10 s), so only the change
       // message can make them refuse it within a second.
       await until(`instance ${name} to admit the key to suspend`, async () => (await call(url, '/v1/properties', suspended.key)).status === 200, 10_000)
     }
+    const newMasterPort = await topology.masterOf(counter)
+    const redisStatusAfter = await Promise.all(gateways.map(async ({ gateway }) =>
+      (JSON.parse((await gateway.admin.inject({ url: '/status' })).body) as { redis: Record<string, unknown> }).redis))
     await tool(['suspend', suspended.id], env)
     const suspendedAt = Date.now()
     log('suspended a key')
@@ -241,6 +253,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
         leasedAgainAt: leasedAgain === undefined ? null : leasedAgain.t,
         suspensionRefusedAfterMs: refusedAt[i] as number,
         failOpenCounted: Number(/gateway_rate_limiter_fail_open_total (\d+)/.exec(counted)?.[1] ?? 0),
+        redisStatusAfter: redisStatusAfter[i] as Record<string, unknown>,
       })
     }
     const quotaSamples = samples.filter((s) => s.kind === 'quota' && s.status === 200)
@@ -249,6 +262,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
       mode: topology.mode,
       killedPort,
       failoverMs,
+      newMasterPort,
       samples,
       instances,
       suspendedAt: suspendedAt - killedAt,

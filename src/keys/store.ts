@@ -117,6 +117,7 @@ function fromHash(digest: string, hash: Record<string, string>): KeyRecord | nul
 
 export class RedisKeyStore implements KeyStore {
   private subscriber: RedisClient | undefined
+  private closed = false
   private readonly listeners: ((digest: string) => void)[] = []
   private readonly resyncListeners: (() => void)[] = []
 
@@ -213,8 +214,13 @@ export class RedisKeyStore implements KeyStore {
     })
     // Messages published while the subscription was down are lost: whoever caches must
     // forget what it holds once the subscription is back (ioredis resubscribes on ready).
+    // Emptying the caches while this instance cannot read keys would refuse keys the cache
+    // could still vouch for (the grace period): the resync waits until commands work again
+    // (the subscriber may reconnect before the command connection does).
     const resync = (): void => {
-      for (const listener of this.resyncListeners) listener()
+      void this.whenCommandsWork().then(() => {
+        if (!this.closed) for (const listener of this.resyncListeners) listener()
+      })
     }
     let connectedBefore = false
     subscriber.on('ready', () => {
@@ -222,13 +228,49 @@ export class RedisKeyStore implements KeyStore {
       connectedBefore = true
     })
     // A Cluster moves its subscription to another node by itself, without a `ready`: when a
-    // node leaves (a failover), the subscription may have moved and missed messages.
-    if (subscriber instanceof Cluster) subscriber.on('-node', resync)
+    // node leaves (a failover), the subscription may have moved and missed messages. The
+    // resync waits until the Cluster serves every slot again.
+    if (subscriber instanceof Cluster) {
+      let waiting = false
+      subscriber.on('-node', (node: { options: { host?: string; port?: number } }) => {
+        if (waiting) return
+        waiting = true
+        void this.whenClusterServesWithout(subscriber, `${node.options.host}:${node.options.port}`).then(() => {
+          waiting = false
+          resync()
+        })
+      })
+    }
     // Queued until the connection is up; ioredis renews it after every reconnect.
     subscriber.subscribe(this.channel).catch(() => undefined)
   }
 
+  private async whenCommandsWork(): Promise<void> {
+    while (this.redis.status !== 'ready' && !this.closed) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+
+  /**
+   * Resolves once every slot is served and `lost` (host:port) either serves none (a replica
+   * took over) or is connected again (it was only a lost connection).
+   */
+  private async whenClusterServesWithout(cluster: Cluster, lost: string): Promise<void> {
+    for (;;) {
+      if (this.closed) return
+      try {
+        if ((await cluster.cluster('INFO')).includes('cluster_state:ok')) {
+          const slots = await cluster.cluster('SLOTS')
+          if (!slots.some(([, , master]) => master !== undefined && `${master[0]}:${master[1]}` === lost)) return
+          if (cluster.nodes('master').some((n) => `${n.options.host}:${n.options.port}` === lost && n.status === 'ready')) return
+        }
+      } catch {
+        // Not yet.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+  }
+
   async close(): Promise<void> {
+    this.closed = true
     if (this.subscriber !== undefined) this.subscriber.disconnect()
   }
 }

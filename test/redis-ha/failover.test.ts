@@ -18,7 +18,7 @@ function checkPromises(report: ScenarioReport): void {
   // No request gets a 500 (or any answer outside what each kind of request may get).
   const allowed = { valid: [200], quota: [200, 429], probe: [401, 503] }
   const unexpected = samples.filter((s) => !allowed[s.kind].includes(s.status))
-  expect(unexpected.slice(0, 5)).toEqual([])
+  expect(unexpected.slice(0, 5).map((s) => `${s.kind} request to ${s.instance} at ${s.t} ms: ${s.status} ${s.code}`)).toEqual([])
   // The load really ran through the outage, on both instances.
   for (const instance of ['a', 'b']) {
     expect(samples.filter((s) => s.instance === instance && s.t < 0).length).toBeGreaterThan(10)
@@ -28,6 +28,11 @@ function checkPromises(report: ScenarioReport): void {
   const last503 = samples.filter((s) => s.status === 503).at(-1)
   if (last503 !== undefined) expect(last503.t).toBeLessThanOrEqual(report.failoverMs + 2000)
   for (const instance of report.instances) {
+    // /status follows the master: up, and through Sentinel the new master's address.
+    expect(instance.redisStatusAfter).toMatchObject({ status: 'up', mode: report.mode })
+    if (report.mode === 'sentinel') expect(instance.redisStatusAfter.master).toBe(`127.0.0.1:${report.newMasterPort}`)
+    // Health went 503 while no master answered, and back to 200.
+    if (instance.unhealthyAt !== null) expect(instance.healthyAgainAt).not.toBeNull()
     // A key suspended after the failover is refused on both instances within 1 s.
     expect(instance.suspensionRefusedAfterMs).toBeLessThanOrEqual(1000)
     // Every request let through without the limiter is counted.
