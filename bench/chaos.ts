@@ -30,10 +30,10 @@ function markdown(report: ScenarioReport): string {
   lines.push(`### ${title}`, '')
   lines.push(`Master on port ${report.killedPort} killed (SIGKILL) at t = 0; a replica took over after **${report.failoverMs} ms**`
     + ' (as the sentinels or the cluster nodes report it).', '')
-  lines.push('| instance | health 503 from | health 200 again | last 503 answer | limiter enforcing again | suspended key refused after | fail-open requests |')
-  lines.push('|---|---|---|---|---|---|---|')
+  lines.push('| instance | health 503 from | health 200 again | last 503 answer | limiter enforcing again | suspended key refused after | revoked key refused after | fail-open requests |')
+  lines.push('|---|---|---|---|---|---|---|---|')
   for (const i of report.instances) {
-    lines.push(`| ${i.name} | ${ms(i.unhealthyAt)} ms | ${ms(i.healthyAgainAt)} ms | ${ms(i.last503At)} ms | ${ms(i.leasedAgainAt)} ms | ${i.suspensionRefusedAfterMs} ms | ${i.failOpenCounted} |`)
+    lines.push(`| ${i.name} | ${ms(i.unhealthyAt)} ms | ${ms(i.healthyAgainAt)} ms | ${ms(i.last503At)} ms | ${ms(i.leasedAgainAt)} ms | ${i.suspensionRefusedAfterMs} ms | ${i.revocationRefusedAfterMs} ms | ${i.failOpenCounted} |`)
   }
   lines.push('', `The key was suspended at t = ${report.suspendedAt} ms.`, '')
   const q = report.quota

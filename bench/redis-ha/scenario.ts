@@ -50,6 +50,8 @@ export interface InstanceReport {
   leasedAgainAt: number | null
   /** How long after the suspension this instance first refused the key (ms). */
   suspensionRefusedAfterMs: number
+  /** The same for a key revoked after that (refused with 401). */
+  revocationRefusedAfterMs: number
   failOpenCounted: number
   /** The `redis` part of the admin port's /status after the failover. */
   redisStatusAfter: Record<string, unknown>
@@ -64,6 +66,8 @@ export interface ScenarioReport {
   instances: InstanceReport[]
   /** The port of the master that serves the quota's counter after the failover. */
   newMasterPort: number
+  /** What `keys list` shows at the end. */
+  listed: string[]
   /** When the key was suspended (ms since the kill). */
   suspendedAt: number
   quota: {
@@ -115,6 +119,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
   const valid = await createKey(env)
   const quota = await createKey(env, limit)
   const suspended = await createKey(env)
+  const revoked = await createKey(env)
   log(`keys created through the key tool (${topology.mode})`)
 
   const config = loadConfig({ CONFIG_FILE: 'config/default.json', ...env }, {
@@ -211,15 +216,27 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
     await tool(['suspend', suspended.id], env)
     const suspendedAt = Date.now()
     log('suspended a key')
-    const refusedAt = await Promise.all(gateways.map(async ({ name, url }) => {
+    const refusedAfter = async (since: number, status: number, code: string) => Promise.all(gateways.map(async ({ name, url }) => {
       let at = 0
-      await until(`instance ${name} to refuse the suspended key`, async () => {
-        const answer = await call(url, '/v1/properties', suspended.key)
+      await until(`instance ${name} to answer ${status} ${code}`, async () => {
+        const answer = await call(url, '/v1/properties', key.key)
         at = Date.now()
-        return answer.status === 403 && answer.code === 'API_KEY_SUSPENDED'
+        return answer.status === status && answer.code === code
       }, 10_000, 20)
-      return at - suspendedAt
+      return at - since
     }))
+    let key = suspended
+    const refusedAt = await refusedAfter(suspendedAt, 403, 'API_KEY_SUSPENDED')
+    // A revocation, through the same channel, with a key both instances hold in their cache.
+    key = revoked
+    for (const { name, url } of gateways) {
+      await until(`instance ${name} to admit the key to revoke`, async () => (await call(url, '/v1/properties', revoked.key)).status === 200, 10_000)
+    }
+    await tool(['revoke', revoked.id], env)
+    const revokedAt = Date.now()
+    const revokedRefusedAt = await refusedAfter(revokedAt, 401, 'INVALID_API_KEY')
+    const listed = (JSON.parse(await tool(['list', '--json'], env)) as { id: string; status: string }[])
+      .map((k) => `${k.id === valid.id ? 'valid' : k.id === quota.id ? 'quota' : k.id === suspended.id ? 'suspended' : k.id} ${k.status}`).sort()
 
     await new Promise((resolve) => setTimeout(resolve, options.afterMs ?? 2000))
     running = false
@@ -252,6 +269,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
         last503At: last503 === undefined ? null : last503.t,
         leasedAgainAt: leasedAgain === undefined ? null : leasedAgain.t,
         suspensionRefusedAfterMs: refusedAt[i] as number,
+        revocationRefusedAfterMs: revokedRefusedAt[i] as number,
         failOpenCounted: Number(/gateway_rate_limiter_fail_open_total (\d+)/.exec(counted)?.[1] ?? 0),
         redisStatusAfter: redisStatusAfter[i] as Record<string, unknown>,
       })
@@ -266,6 +284,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
       samples,
       instances,
       suspendedAt: suspendedAt - killedAt,
+      listed,
       quota: {
         limit,
         admitted: quotaSamples.filter((s) => s.limited).length,

@@ -35,6 +35,8 @@ function checkPromises(report: ScenarioReport): void {
     if (instance.unhealthyAt !== null) expect(instance.healthyAgainAt).not.toBeNull()
     // A key suspended after the failover is refused on both instances within 1 s.
     expect(instance.suspensionRefusedAfterMs).toBeLessThanOrEqual(1000)
+    // And so is a key revoked after that.
+    expect(instance.revocationRefusedAfterMs).toBeLessThanOrEqual(1000)
     // Every request let through without the limiter is counted.
     const failOpen = samples.filter((s) => s.instance === instance.name && s.status === 200 && !s.limited).length
     expect(instance.failOpenCounted).toBe(failOpen)
@@ -44,6 +46,8 @@ function checkPromises(report: ScenarioReport): void {
     const last = samples.filter((s) => s.instance === instance && s.kind === 'valid').at(-1)
     expect(last?.limited).toBe(true)
   }
+  // The key tool worked throughout: created, suspended and revoked through Sentinel or Cluster.
+  expect(report.listed).toEqual(['quota active', 'suspended suspended', 'valid active'])
   // The instances together never admit more than the quota plus what the lost master had
   // counted and not replicated (requests let through while no master answered aside).
   expect(quota.admitted).toBeLessThanOrEqual(quota.limit + quota.unreplicated)
