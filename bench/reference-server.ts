@@ -4,7 +4,9 @@ import { createServer } from 'node:http'
 // gateway sent for it and the same kind of headers. It does no work, so the ratio of the
 // gateway to it is the gateway's own cost on this machine, in this run.
 //
-// Started by bench/run.ts with ROUTES (JSON: { "<path>": { status, headers, body } }) on stdin.
+// Started by bench/run.ts with its routes on stdin as JSON: { "<authorization> <path>": { status,
+// headers, body } }, keyed by the Authorization header as well as the path, since one path
+// answers differently to different keys (200, 403, 429).
 
 interface Route {
   status: number
@@ -18,7 +20,7 @@ const routes = new Map(Object.entries(JSON.parse(Buffer.concat(chunks).toString(
 let counter = 0
 
 const server = createServer((req, res) => {
-  const route = routes.get(req.url ?? '')
+  const route = routes.get(`${req.headers.authorization ?? ''} ${req.url ?? ''}`)
   if (route === undefined) {
     res.writeHead(404).end()
     return

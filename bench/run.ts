@@ -1,7 +1,7 @@
 import autocannon from 'autocannon'
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { cpus, freemem, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,25 +11,71 @@ import { request } from 'undici'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { benchAuth } from './auth.js'
 
-// `npm run bench [-- --quick] [-- --skip-soak]`: every server in its own process (the gateway
-// in three configurations, a bare node:http reference, the stand-in PMS); autocannon drives
-// each scenario against the gateway and its reference in alternating rounds with the same
-// connections and duration. Figures are ratios within one run: these machines are shared.
+// `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>] [-- --node-options "<flags>"]`:
+// every server in its own process (the gateway in several configurations, the references, the
+// stand-in PMS); autocannon, in this process, sends each row the same fixed number of requests
+// against the gateway and against its reference in alternating rounds. The deciding figure is
+// CPU time per answer of each server process (user + system, from /proc), which does not swing
+// with the load on this shared machine the way requests per second do.
 
-const { values: flags } = parseArgs({ options: { quick: { type: 'boolean' }, 'skip-soak': { type: 'boolean' } } })
+// `--node-options "--flag"`: parseArgs takes a value that starts with a dash only when
+// joined to its option with `=`.
+const args = process.argv.slice(2).flatMap((arg, i, all) => {
+  if (all[i - 1] === '--node-options') return []
+  return arg === '--node-options' && i + 1 < all.length ? [`${arg}=${all[i + 1] as string}`] : [arg]
+})
+const { values: flags } = parseArgs({
+  args,
+  options: {
+    quick: { type: 'boolean' },
+    'skip-soak': { type: 'boolean' },
+    only: { type: 'string' },
+    'node-options': { type: 'string' },
+    amount: { type: 'string' },
+  },
+})
 const QUICK = flags.quick === true
-const DURATION = QUICK ? 3 : 5
 const ROUNDS = QUICK ? 2 : 3
+// Requests per side per round: the same work in every round, whatever the machine's load.
+const AMOUNT = flags.amount === undefined ? (QUICK ? 20_000 : 50_000) : Number(flags.amount)
+if (!Number.isInteger(AMOUNT) || AMOUNT < 1000) throw new Error('--amount must be a whole number of at least 1000')
 const CONNECTIONS = 50
 const LATENCY_CONNECTIONS = 4
 const SOAK_SECONDS = QUICK ? 30 : 120
 const SOAK_FIRST_SAMPLE = QUICK ? 5 : 20
+const ONLY = flags.only?.toLowerCase()
+const GATEWAY_NODE_OPTIONS = (flags['node-options'] ?? '').split(/\s+/).filter((o) => o !== '')
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PMS_TOKEN = 'bench-pms-token'
+const SERVICE_TOKEN = 'bench-service-token'
 const PREFIX = `bench:${randomUUID().slice(0, 8)}:`
+const CLOCK_TICKS = clockTicks()
 
 const children: ChildProcess[] = []
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'))
+
+function clockTicks(): number {
+  try {
+    const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
+    return Number.isInteger(ticks) && ticks > 0 ? ticks : 100
+  } catch {
+    return 100
+  }
+}
+
+/** User + system CPU of a process so far, in microseconds (all its threads: GC, libuv pool). */
+function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the command name, which is in parentheses and may hold spaces; utime and
+  // stime are fields 14 and 15 of the line, so 12th and 13th after it.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
+}
+
+function rss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
+}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -42,12 +88,22 @@ async function freePort(): Promise<number> {
   })
 }
 
-function startProcess(script: string, env: Record<string, string>, options: { stdin?: string; stdout?: 'pipe' | 'ignore' } = {}): ChildProcess {
-  const { stdin, stdout = 'pipe' } = options
-  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: [stdin === undefined ? 'ignore' : 'pipe', stdout, 'inherit'] })
+interface StartOptions { stdin?: string; stdout?: 'pipe' | 'ignore'; nodeOptions?: string[] }
+
+function startProcess(script: string, env: Record<string, string>, options: StartOptions = {}): ChildProcess {
+  const { stdin, stdout = 'pipe', nodeOptions = [] } = options
+  const child = spawn(process.execPath, [...nodeOptions, script], { env: { ...process.env, ...env }, stdio: [stdin === undefined ? 'ignore' : 'pipe', stdout, 'inherit'] })
   if (stdin !== undefined) child.stdin?.end(stdin)
   children.push(child)
   return child
+}
+
+/** A process that prints {"port": n} once listening. */
+async function portOf(child: ChildProcess): Promise<number> {
+  return new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`process exited (${String(code)}) before listening`)))
+    child.stdout?.once('data', (line: Buffer) => resolve((JSON.parse(line.toString()) as { port: number }).port))
+  })
 }
 
 async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
@@ -64,7 +120,9 @@ async function waitFor(url: string, headers: Record<string, string> = {}): Promi
   throw new Error(`${url} did not come up`)
 }
 
-async function startGateway(name: string, pmsUrl: string, overrides: Record<string, unknown>): Promise<{ url: string; pid: number }> {
+interface Server { url: string; pid: number }
+
+async function startGateway(name: string, pmsUrl: string, overrides: Record<string, unknown>, env: Record<string, string> = {}): Promise<Server> {
   const configFile = join(dir, `${name}.json`)
   writeFileSync(configFile, JSON.stringify({
     docsUrl: 'https://developer.example.com',
@@ -75,21 +133,70 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   const port = await freePort()
   const child = startProcess('dist/src/server.js', {
     PORT: String(port), ADMIN_PORT: String(await freePort()), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: PREFIX,
-    PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info',
+    PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', ...env,
   // One log line per request, as in production, written to /dev/null: the driver must not
   // spend its CPU reading them.
-  }, { stdout: 'ignore' })
+  }, { stdout: 'ignore', nodeOptions: GATEWAY_NODE_OPTIONS })
   const url = `http://127.0.0.1:${port}`
   await waitFor(`${url}/v1/health`)
   return { url, pid: child.pid as number }
 }
 
-interface Target { url: string; headers: Record<string, string> }
-interface Measure { rps: number; p50: number; p99: number; non2xx: number; errors: number }
+interface Target { url: string; headers: Record<string, string>; pid: number }
+interface Measure {
+  answers: number
+  rps: number
+  p50Us: number
+  p99Us: number
+  /** CPU of the server process per answer, µs. */
+  cpuUs: number
+  /** CPU of this process (the load generator) per answer, µs. */
+  driverCpuUs: number
+  statuses: Record<string, number>
+  errors: number
+}
 
-async function load(target: Target, seconds: number, connections: number): Promise<Measure> {
-  const result = await autocannon({ url: target.url, headers: target.headers, connections, duration: seconds, pipelining: 1 })
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors + result.timeouts }
+/** Sends `amount` requests (or runs for `seconds`) and measures the server behind `target`. */
+async function load(target: Target, connections: number, size: { amount: number } | { seconds: number }): Promise<Measure> {
+  // Latency per answer from autocannon's own high-resolution timing (ms, fractional); its
+  // histogram keeps whole milliseconds and only 2xx answers.
+  const latencies = 'amount' in size ? new Float64Array(size.amount) : undefined
+  let answers = 0
+  const statuses: Record<string, number> = {}
+  const cpuBefore = cpuMicros(target.pid)
+  const driverBefore = process.cpuUsage()
+  const start = process.hrtime.bigint()
+  // Read when the last answer arrives, not when autocannon notices it is done (on its next
+  // sampling tick): the server's idle time after the round is not part of it.
+  let end: { at: bigint; cpu: number; driver: NodeJS.CpuUsage } | undefined
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon({
+      url: target.url, headers: target.headers, connections, pipelining: 1, sampleInt: 100,
+      ...('amount' in size ? { amount: size.amount } : { duration: size.seconds }),
+    }, (error: unknown, done: autocannon.Result) => (error === null || error === undefined ? resolve(done) : reject(error as Error)))
+    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      if (latencies !== undefined && answers < latencies.length) latencies[answers] = responseTime
+      answers += 1
+      statuses[statusCode] = (statuses[statusCode] ?? 0) + 1
+      if ('amount' in size && answers === size.amount) end = { at: process.hrtime.bigint(), cpu: cpuMicros(target.pid), driver: process.cpuUsage(driverBefore) }
+    })
+  })
+  end ??= { at: process.hrtime.bigint(), cpu: cpuMicros(target.pid), driver: process.cpuUsage(driverBefore) }
+  const seconds = Number(end.at - start) / 1e9
+  const cpu = end.cpu - cpuBefore
+  const { driver } = end
+  const sorted = latencies?.subarray(0, Math.min(answers, latencies.length)).sort()
+  const percentileUs = (q: number): number => (sorted === undefined || sorted.length === 0 ? 0 : Math.round((sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] as number) * 1000))
+  return {
+    answers,
+    rps: Math.round(answers / seconds),
+    p50Us: percentileUs(0.5),
+    p99Us: percentileUs(0.99),
+    cpuUs: answers === 0 ? 0 : cpu / answers,
+    driverCpuUs: answers === 0 ? 0 : (driver.user + driver.system) / answers,
+    statuses,
+    errors: result.errors + result.timeouts,
+  }
 }
 
 function median(values: number[]): number {
@@ -98,126 +205,283 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 
-interface Scenario { name: string; gateway: Target; reference: Target; referenceName: string; connections: number }
-interface Row { scenario: string; reference: string; connections: number; gateway: Measure; ref: Measure; ratio: number; addedP50Ms: number }
+const round1 = (n: number): number => Math.round(n * 10) / 10
+const round2 = (n: number): number => Math.round(n * 100) / 100
 
-function rss(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
+interface Call { path: string; headers: Record<string, string> }
+
+/**
+ * One row: a gateway configuration and a request to it, the answer it must give, and its
+ * reference: `replay` (bare node:http answering with the bytes the gateway sent), `pms` (the
+ * stand-in PMS called directly), or `proxy` (bare Fastify with @fastify/http-proxy in front of
+ * the stand-in service).
+ */
+interface Scenario {
+  name: string
+  gateway: string
+  call: Call
+  status: number
+  reference: { kind: 'replay' } | { kind: 'pms'; call: Call } | { kind: 'proxy' }
+  connections: number
+  amount: number
+  /** Also measured for resident size over a long run at full load. */
+  soak?: boolean
+  /** Something to do once before the bytes are captured (the 429 row spends its quota). */
+  prepare?: (gateway: Server) => Promise<void>
 }
+
+interface Row {
+  scenario: string
+  reference: string
+  connections: number
+  amount: number
+  gateway: Measure
+  ref: Measure
+  cpuRatio: number
+  rpsRatio: number
+  addedP50Us: number
+}
+
+interface Soak { scenario: string; seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number; cpuUs: number; answers: number }
+
+const REFERENCE_NAMES = { replay: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy' } as const
 
 async function main(): Promise<void> {
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), freeGiB: Math.round(freemem() / 2 ** 30), node: process.version, date: new Date().toISOString() }
-  console.log(`node ${machine.node}, ${machine.cpus} × ${machine.cpu}; ${QUICK ? 'quick run' : 'full run'}: ${ROUNDS} alternating rounds of ${DURATION} s`)
+  console.log(`node ${machine.node}, ${machine.cpus} × ${machine.cpu}; ${QUICK ? 'quick run' : 'full run'}: ${ROUNDS} alternating rounds of ${AMOUNT} requests per side; gateway Node options: ${GATEWAY_NODE_OPTIONS.join(' ') || 'none'}`)
 
   // The stand-in PMS, answering at once: what is measured is the gateway, not the PMS.
   const pmsPort = await freePort()
-  startProcess('dist/mocks/pms/server.js', { MOCK_PMS_PORT: String(pmsPort), MOCK_PMS_TOKEN: PMS_TOKEN }, { stdout: 'ignore' })
+  const pms = startProcess('dist/mocks/pms/server.js', { MOCK_PMS_PORT: String(pmsPort), MOCK_PMS_TOKEN: PMS_TOKEN }, { stdout: 'ignore' })
   const pmsUrl = `http://127.0.0.1:${pmsPort}`
   const pmsHeaders = { 'x-pms-service-token': PMS_TOKEN }
   await waitFor(`${pmsUrl}/internal/v3/ping`, pmsHeaders)
 
   const redis = new Redis(REDIS_URL)
-  const { key } = await new RedisKeyStore(redis, PREFIX).create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench' })
-
-  const cached = await startGateway('cached', pmsUrl, {})
-  const noLimiter = await startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } })
-  const uncached = await startGateway('uncached', pmsUrl, { cache: { ttlMs: 0 } })
-
+  const store = new RedisKeyStore(redis, PREFIX)
+  const { key } = await store.create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench' })
   const auth = { authorization: `Bearer ${key}`, 'user-agent': 'bench/1.0' }
-  const firstPage = JSON.parse(await (await request(`${cached.url}/v1/properties?perPage=1`, { headers: auth })).body.text()) as { data: { id: string }[] }
-  const id = firstPage.data[0]?.id as string
 
-  // What the reference answers: the gateway's own bytes for each path.
-  const paths = {
-    health: { path: '/v1/health', headers: {} },
-    single: { path: `/v1/properties/${id}`, headers: auth },
-    list: { path: '/v1/properties?perPage=100', headers: auth },
-    unauthorized: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } },
-    badRequest: { path: '/v1/properties?per_page=100', headers: auth },
-  } satisfies Record<string, { path: string; headers: Record<string, string> }>
+  const gatewayConfigs: Record<string, () => Promise<Server>> = {
+    cached: () => startGateway('cached', pmsUrl, {}),
+    'no-limiter': () => startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } }),
+    uncached: () => startGateway('uncached', pmsUrl, { cache: { ttlMs: 0 } }),
+    declared: async () => {
+      const service = await startService()
+      return startGateway('declared', pmsUrl, {
+        upstreams: { bookings: { url: service, tokenHeader: 'X-Service-Token' } },
+        routes: [{
+          path: '/v1/guests', methods: ['GET'], scope: 'brand', upstream: 'bookings', upstreamPath: '/partner/v1/guests',
+          query: { page: { type: 'integer', min: 1 }, perPage: { type: 'integer', min: 1, max: 100 } },
+        }],
+      }, { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN })
+    },
+  }
+  const gateways = new Map<string, Promise<Server>>()
+  const gateway = (name: string): Promise<Server> => {
+    let started = gateways.get(name)
+    if (started === undefined) {
+      const start = gatewayConfigs[name]
+      if (start === undefined) throw new Error(`no gateway configuration ${name}`)
+      started = start()
+      gateways.set(name, started)
+    }
+    return started
+  }
+  let serviceUrl: Promise<string> | undefined
+  function startService(): Promise<string> {
+    serviceUrl ??= (async () => {
+      // The stand-in internal service behind declared routes, when this checkout has it.
+      const script = 'dist/mocks/service/server.js'
+      if (!existsSync(script)) throw new Error(`the pass-through row needs the stand-in service (${script}): npm run build`)
+      const port = await freePort()
+      startProcess(script, { MOCK_SERVICE_PORT: String(port), MOCK_SERVICE_TOKEN: SERVICE_TOKEN }, { stdout: 'ignore' })
+      const url = `http://127.0.0.1:${port}`
+      await waitFor(`${url}/__mock/requests`)
+      return url
+    })()
+    return serviceUrl
+  }
+
+  const firstPage = JSON.parse(await (await request(`${(await gateway('cached')).url}/v1/properties?perPage=2`, { headers: auth })).body.text()) as { data: { id: string }[] }
+  const id = firstPage.data[0]?.id as string
+  const otherId = firstPage.data[1]?.id as string
+  // A key over its quota: a limit of one, spent before the bytes are captured.
+  const { key: limitedKey } = await store.create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 1, name: 'bench-limited' })
+  const limited = { ...auth, authorization: `Bearer ${limitedKey}` }
+  // A key whose allow-list leaves out the property asked for.
+  const { key: restrictedKey } = await store.create({ brand: 'acme', mode: 'live', properties: [otherId], rateLimit: 2_000_000_000, name: 'bench-restricted' })
+  const restricted = { ...auth, authorization: `Bearer ${restrictedKey}` }
+
+  const single = { path: `/v1/properties/${id}`, headers: auth }
+  const list = { path: '/v1/properties?perPage=100', headers: auth }
+  const replay = { kind: 'replay' } as const
+  const allScenarios: Scenario[] = [
+    { name: 'GET /v1/health', gateway: 'cached', call: { path: '/v1/health', headers: {} }, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, rate limiter on', gateway: 'cached', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
+    { name: 'GET /v1/properties/{id}, cache hit, rate limiter off', gateway: 'no-limiter', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties?perPage=100, cache hit', gateway: 'cached', call: list, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    // Cache off: the figure that matters is the latency added at p50 over calling the PMS
+    // directly, at a few connections; fewer requests, as each costs a PMS call.
+    { name: 'GET /v1/properties/{id}, cache off', gateway: 'uncached', call: single, status: 200, reference: { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: 'GET /v1/properties?perPage=100, cache off', gateway: 'uncached', call: list, status: 200, reference: { kind: 'pms', call: { path: '/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100', headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 20) },
+    { name: '401, unknown key', gateway: 'cached', call: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }, status: 401, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: '400, unknown parameter', gateway: 'cached', call: { path: '/v1/properties?per_page=100', headers: auth }, status: 400, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: '403 PROPERTY_ACCESS_DENIED, property outside the key\'s list', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: restricted }, status: 403, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    {
+      name: '429, key over its quota', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: limited }, status: 429, reference: replay, connections: CONNECTIONS, amount: AMOUNT,
+      prepare: async (server) => {
+        const res = await request(`${server.url}/v1/properties/${id}`, { headers: limited })
+        await res.body.dump()
+        if (res.statusCode !== 200) throw new Error(`the limited key's first request answered ${res.statusCode}`)
+      },
+    },
+  ]
+  // A declared pass-through route against bare @fastify/http-proxy in front of the same
+  // service (which does none of the checks).
+  allScenarios.push({ name: 'GET /v1/guests, declared pass-through route', gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, reference: { kind: 'proxy' }, connections: CONNECTIONS, amount: AMOUNT, soak: true })
+  const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => s.name.toLowerCase().includes(ONLY))
+  if (scenarios.length === 0) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
+
+  // What the node:http reference answers: the gateway's own bytes for each request.
   const routes: Record<string, { status: number; headers: Record<string, string>; body: string }> = {}
-  for (const { path, headers } of Object.values(paths)) {
-    const res = await request(`${cached.url}${path}`, { headers })
+  for (const s of scenarios) {
+    const server = await gateway(s.gateway)
+    await s.prepare?.(server)
+    const res = await request(`${server.url}${s.call.path}`, { headers: s.call.headers })
+    const body = await res.body.text()
+    if (res.statusCode !== s.status) throw new Error(`${s.name}: the gateway answered ${res.statusCode}, not ${s.status}: ${body.slice(0, 300)}`)
+    if (s.reference.kind !== 'replay') continue
     const kept: Record<string, string> = {}
-    for (const name of ['content-type', 'x-content-type-options', 'cache-control', 'www-authenticate', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) {
+    for (const name of ['content-type', 'x-content-type-options', 'cache-control', 'www-authenticate', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) {
       const value = res.headers[name]
       if (typeof value === 'string') kept[name] = value
     }
-    routes[path] = { status: res.statusCode, headers: kept, body: await res.body.text() }
+    routes[`${s.call.headers.authorization ?? ''} ${s.call.path}`] = { status: res.statusCode, headers: kept, body }
   }
-  const reference = startProcess('dist/bench/reference-server.js', {}, { stdin: JSON.stringify(routes) })
-  const referencePort = await new Promise<number>((resolve) => reference.stdout?.once('data', (line: Buffer) => resolve((JSON.parse(line.toString()) as { port: number }).port)))
-  const referenceUrl = `http://127.0.0.1:${referencePort}`
+  let referenceServer: Server | undefined
+  if (Object.keys(routes).length > 0) {
+    const child = startProcess('dist/bench/reference-server.js', {}, { stdin: JSON.stringify(routes) })
+    referenceServer = { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number }
+  }
+  let proxyServer: Server | undefined
+  if (scenarios.some((s) => s.reference.kind === 'proxy')) {
+    const child = startProcess('dist/bench/proxy-reference.js', {
+      PROXY_UPSTREAM: await startService(), PROXY_PREFIX: '/v1/guests', PROXY_REWRITE_PREFIX: '/partner/v1/guests',
+      PROXY_HEADERS: JSON.stringify({ 'x-service-token': SERVICE_TOKEN, 'x-service-brand': 'acme' }),
+    })
+    proxyServer = { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number }
+  }
 
-  const at = (base: string, key: keyof typeof paths): Target => ({ url: `${base}${paths[key].path}`, headers: paths[key].headers })
-  const scenarios: Scenario[] = [
-    { name: 'GET /v1/health', gateway: at(cached.url, 'health'), reference: at(referenceUrl, 'health'), referenceName: 'node:http', connections: CONNECTIONS },
-    { name: 'GET /v1/properties/{id}, cache hit, rate limiter on', gateway: at(cached.url, 'single'), reference: at(referenceUrl, 'single'), referenceName: 'node:http', connections: CONNECTIONS },
-    { name: 'GET /v1/properties/{id}, cache hit, rate limiter off', gateway: at(noLimiter.url, 'single'), reference: at(referenceUrl, 'single'), referenceName: 'node:http', connections: CONNECTIONS },
-    { name: 'GET /v1/properties?perPage=100, cache hit', gateway: at(cached.url, 'list'), reference: at(referenceUrl, 'list'), referenceName: 'node:http', connections: CONNECTIONS },
-    { name: 'GET /v1/properties/{id}, cache off', gateway: at(uncached.url, 'single'), reference: { url: `${pmsUrl}/internal/v3/hotels/${id}`, headers: pmsHeaders }, referenceName: 'PMS direct', connections: LATENCY_CONNECTIONS },
-    { name: 'GET /v1/properties?perPage=100, cache off', gateway: at(uncached.url, 'list'), reference: { url: `${pmsUrl}/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100`, headers: pmsHeaders }, referenceName: 'PMS direct', connections: LATENCY_CONNECTIONS },
-    { name: '401, unknown key', gateway: at(cached.url, 'unauthorized'), reference: at(referenceUrl, 'unauthorized'), referenceName: 'node:http', connections: CONNECTIONS },
-    { name: '400, unknown parameter', gateway: at(cached.url, 'badRequest'), reference: at(referenceUrl, 'badRequest'), referenceName: 'node:http', connections: CONNECTIONS },
-  ]
+  const targets = new Map<string, { gateway: Target; reference: Target }>()
+  for (const s of scenarios) {
+    const server = await gateway(s.gateway)
+    const ref = s.reference
+    const base = (ref.kind === 'proxy' ? proxyServer : referenceServer) as Server
+    const reference: Target = ref.kind === 'pms'
+      ? { url: `${pmsUrl}${ref.call.path}`, headers: ref.call.headers, pid: pms.pid as number }
+      : { url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid }
+    targets.set(s.name, { gateway: { url: `${server.url}${s.call.path}`, headers: s.call.headers, pid: server.pid }, reference })
+  }
 
   const measured = new Map<string, { gateway: Measure[]; ref: Measure[] }>()
   for (const s of scenarios) {
+    const t = targets.get(s.name) as { gateway: Target; reference: Target }
     // Warm both sides (JIT, caches, connections) before anything counts.
-    await load(s.gateway, 1, s.connections)
-    await load(s.reference, 1, s.connections)
+    await load(t.gateway, s.connections, { seconds: 1 })
+    await load(t.reference, s.connections, { seconds: 1 })
     measured.set(s.name, { gateway: [], ref: [] })
   }
   for (let round = 1; round <= ROUNDS; round += 1) {
     for (const s of scenarios) {
+      const t = targets.get(s.name) as { gateway: Target; reference: Target }
       const m = measured.get(s.name) as { gateway: Measure[]; ref: Measure[] }
-      m.gateway.push(await load(s.gateway, DURATION, s.connections))
-      m.ref.push(await load(s.reference, DURATION, s.connections))
+      m.gateway.push(await load(t.gateway, s.connections, { amount: s.amount }))
+      m.ref.push(await load(t.reference, s.connections, { amount: s.amount }))
     }
     console.log(`round ${round}/${ROUNDS} done`)
   }
 
+  const warnings: string[] = []
   const rows: Row[] = scenarios.map((s) => {
     const m = measured.get(s.name) as { gateway: Measure[]; ref: Measure[] }
-    const summarise = (list: Measure[]): Measure => ({
-      rps: Math.round(median(list.map((x) => x.rps))), p50: median(list.map((x) => x.p50)), p99: median(list.map((x) => x.p99)),
-      non2xx: list.reduce((a, x) => a + x.non2xx, 0), errors: list.reduce((a, x) => a + x.errors, 0),
-    })
-    const gateway = summarise(m.gateway)
-    const ref = summarise(m.ref)
-    return { scenario: s.name, reference: s.referenceName, connections: s.connections, gateway, ref, ratio: Math.round((gateway.rps / ref.rps) * 100) / 100, addedP50Ms: Math.round((gateway.p50 - ref.p50) * 100) / 100 }
+    const summarise = (side: string, list: Measure[], status?: number): Measure => {
+      const statuses: Record<string, number> = {}
+      for (const x of list) for (const [code, n] of Object.entries(x.statuses)) statuses[code] = (statuses[code] ?? 0) + n
+      const answers = list.reduce((a, x) => a + x.answers, 0)
+      const errors = list.reduce((a, x) => a + x.errors, 0)
+      if (errors > 0) warnings.push(`${s.name}: ${side} had ${errors} connection errors or timeouts`)
+      if (status !== undefined && (statuses[status] ?? 0) < answers * 0.99) warnings.push(`${s.name}: ${side} answered ${JSON.stringify(statuses)}, expected ${status}`)
+      return {
+        answers, statuses, errors,
+        rps: Math.round(median(list.map((x) => x.rps))), p50Us: Math.round(median(list.map((x) => x.p50Us))), p99Us: Math.round(median(list.map((x) => x.p99Us))),
+        cpuUs: round1(median(list.map((x) => x.cpuUs))), driverCpuUs: round1(median(list.map((x) => x.driverCpuUs))),
+      }
+    }
+    const gw = summarise('gateway', m.gateway, s.status)
+    const ref = summarise('reference', m.ref, s.reference.kind === 'pms' ? 200 : s.status)
+    return {
+      scenario: s.name, reference: REFERENCE_NAMES[s.reference.kind], connections: s.connections, amount: s.amount, gateway: gw, ref,
+      cpuRatio: round2(ref.cpuUs / gw.cpuUs), rpsRatio: round2(gw.rps / ref.rps), addedP50Us: gw.p50Us - ref.p50Us,
+    }
   })
 
-  let soak: { seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number } | undefined
+  const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
-    console.log(`memory soak: ${SOAK_SECONDS} s at full load on the cached single GET`)
-    const samples: number[] = []
-    const timer = setTimeout(() => samples.push(rss(cached.pid)), SOAK_FIRST_SAMPLE * 1000)
-    await load(at(cached.url, 'single'), SOAK_SECONDS, CONNECTIONS)
-    clearTimeout(timer)
-    const end = rss(cached.pid)
-    const first = samples[0] ?? end
-    soak = { seconds: SOAK_SECONDS, rssFirstMiB: Math.round(first / 2 ** 20), rssEndMiB: Math.round(end / 2 ** 20), growth: Math.round(((end - first) / first) * 1000) / 10 }
+    for (const s of scenarios.filter((x) => x.soak === true)) {
+      console.log(`memory soak: ${SOAK_SECONDS} s at full load on ${s.name}`)
+      const { gateway: target } = targets.get(s.name) as { gateway: Target; reference: Target }
+      let first: number | undefined
+      const timer = setTimeout(() => { first = rss(target.pid) }, SOAK_FIRST_SAMPLE * 1000)
+      const m = await load(target, s.connections, { seconds: SOAK_SECONDS })
+      clearTimeout(timer)
+      const end = rss(target.pid)
+      const start = first ?? end
+      soaks.push({ scenario: s.name, seconds: SOAK_SECONDS, rssFirstMiB: Math.round(start / 2 ** 20), rssEndMiB: Math.round(end / 2 ** 20), growth: round1(((end - start) / start) * 100), cpuUs: round1(m.cpuUs), answers: m.answers })
+    }
   }
 
   const authCost = await benchAuth(QUICK ? 200_000 : 500_000)
-  report({ machine, rounds: ROUNDS, durationSeconds: DURATION, rows, soak, auth: authCost })
+  report({ machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, soaks, auth: authCost, warnings })
   await redis.quit()
 }
 
-function report(results: { machine: Record<string, unknown>; rounds: number; durationSeconds: number; rows: Row[]; soak?: { seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number } | undefined; auth: Awaited<ReturnType<typeof benchAuth>> }): void {
+interface Results {
+  machine: Record<string, unknown>
+  rounds: number
+  amount: number
+  gatewayNodeOptions: string[]
+  only: string | undefined
+  clockTicks: number
+  rows: Row[]
+  soaks: Soak[]
+  auth: Awaited<ReturnType<typeof benchAuth>>
+  warnings: string[]
+}
+
+function report(results: Results): void {
   const { machine } = results
+  const driver = results.rows.flatMap((r) => [r.gateway.driverCpuUs, r.ref.driverCpuUs])
   const lines = [
-    `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; median of ${results.rounds} alternating rounds of ${results.durationSeconds} s each. Gateway logging at info, one line per request.`,
+    `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; `
+      + `median of ${results.rounds} alternating rounds of ${results.amount} requests per side (a fifth and a twentieth of that for the two cache-off rows). `
+      + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. Gateway logging at info, one line per request.`
+      + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`),
     '',
-    '| scenario | conns | gateway req/s | p50 ms | p99 ms | reference | ref req/s | ref p50 | ref p99 | ratio | added p50 ms |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
-    ...results.rows.map((r) => `| ${r.scenario} | ${r.connections} | ${r.gateway.rps} | ${r.gateway.p50} | ${r.gateway.p99} | ${r.reference} | ${r.ref.rps} | ${r.ref.p50} | ${r.ref.p99} | ${r.ratio.toFixed(2)} | ${r.addedP50Ms} |`),
+    'CPU is user + system time of the server process over its round (`/proc/<pid>/stat`), per answer; the CPU ratio is reference ÷ gateway (higher is better, 1.00 costs the same). Latencies in µs.',
     '',
-    results.soak === undefined ? 'Memory soak skipped.' : `Memory: resident size ${results.soak.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${results.soak.rssEndMiB} MiB after ${results.soak.seconds} s at full load (${results.soak.growth >= 0 ? '+' : ''}${results.soak.growth} %).`,
+    '| scenario | conns | reference | gateway CPU µs | ref CPU µs | CPU ratio | gateway req/s | ref req/s | req/s ratio | p50 µs | p99 µs | ref p50 µs | ref p99 µs | added p50 µs |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...results.rows.map((r) => `| ${r.scenario} | ${r.connections} | ${r.reference} | ${r.gateway.cpuUs.toFixed(1)} | ${r.ref.cpuUs.toFixed(1)} | **${r.cpuRatio.toFixed(2)}** | ${r.gateway.rps} | ${r.ref.rps} | ${r.rpsRatio.toFixed(2)} | ${r.gateway.p50Us} | ${r.gateway.p99Us} | ${r.ref.p50Us} | ${r.ref.p99Us} | ${r.addedP50Us} |`),
+    '',
+    `Load generator (autocannon, one process): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`,
+    '',
+    ...(results.soaks.length === 0
+      ? ['Memory soak skipped.']
+      : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),
     '',
     `Authentication on a key-cache hit: ${(results.auth.verifyHitNs / 1000).toFixed(2)} µs per request (SHA-256 of the key alone: ${(results.auth.sha256Ns / 1000).toFixed(2)} µs).`,
+    ...results.warnings.map((w) => `\nWarning: ${w}.`),
   ]
   const markdown = lines.join('\n')
   console.log(`\n${markdown}`)
@@ -226,9 +490,6 @@ function report(results: { machine: Record<string, unknown>; rounds: number; dur
   writeFileSync(`bench/results/${stamp}.json`, `${JSON.stringify(results, null, 2)}\n`)
   writeFileSync(`bench/results/${stamp}.md`, `${markdown}\n`)
   writeFileSync('bench/results/latest.md', `${markdown}\n`)
-  for (const row of results.rows) {
-    if (row.gateway.errors > 0 || row.ref.errors > 0) console.log(`warning: ${row.scenario} had connection errors or timeouts`)
-  }
 }
 
 try {

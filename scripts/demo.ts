@@ -1,32 +1,50 @@
 import { once } from 'node:events'
 import { MockPms } from '../mocks/pms/server.js'
+import { generateGuests } from '../mocks/service/data.js'
+import { MockService } from '../mocks/service/server.js'
 import { loadConfig } from '../src/config.js'
 import { createGateway } from '../src/gateway.js'
 import { createLogger, flushLogger } from '../src/logger.js'
 import { MemoryKeyStore, type KeyStore } from '../src/keys/store.js'
 import { redactUrl } from '../src/keys/tool.js'
 import { redisAnswers } from '../src/redis.js'
+import { serveDocs } from './docs-server.js'
 
-// `npm run demo`: the stand-in PMS, the gateway and a demo key in one process, for a
-// newcomer with only Node and npm. It uses Redis at REDIS_URL when one answers; otherwise
-// it says so and keeps keys in memory (the demo only: `npm start` never falls back).
+// `npm run demo`: the stand-in PMS and its sandbox, the stand-in service behind the declared
+// routes of config/default.json (guests, rooms) and its sandbox, the gateway and a demo key,
+// in one process, for a newcomer with only Node and npm. It uses Redis at REDIS_URL when one
+// answers; otherwise it says so and keeps keys in memory (the demo only: `npm start` never
+// falls back).
 
 const DEMO_TOKEN = 'demo-pms-token'
+const SERVICE_TOKEN = 'demo-service-token'
+const SANDBOX_SEED = 99
 
-async function startPms(): Promise<MockPms> {
-  const pms = new MockPms({ token: DEMO_TOKEN, baseLatencyMs: 5 })
+/** Listens on `port`, or on any free port when it is taken (another demo?). */
+async function listenOn<T extends { listen(port: number): Promise<T> }>(make: () => T, port: number): Promise<T> {
   try {
-    return await pms.listen(Number(process.env.MOCK_PMS_PORT ?? 4010))
+    return await make().listen(port)
   } catch {
-    // The usual port is taken (another demo?): any free one will do.
-    return new MockPms({ token: DEMO_TOKEN, baseLatencyMs: 5 }).listen(0)
+    return make().listen(0)
   }
 }
 
-const pms = await startPms()
-const env = { ...process.env, PMS_URL: pms.url, PMS_TOKEN: DEMO_TOKEN, PMS_SANDBOX_URL: undefined, PMS_SANDBOX_TOKEN: undefined }
-const config = loadConfig(env)
+const pms = await listenOn(() => new MockPms({ token: DEMO_TOKEN, baseLatencyMs: 5 }), Number(process.env.MOCK_PMS_PORT ?? 4010))
+const pmsSandbox = await listenOn(() => new MockPms({ token: DEMO_TOKEN, seed: SANDBOX_SEED, baseLatencyMs: 5 }), 0)
+const servicePort = Number(process.env.MOCK_SERVICE_PORT ?? 4020)
+const service = await listenOn(() => new MockService({ token: SERVICE_TOKEN, baseLatencyMs: 5 }), servicePort)
+const serviceSandbox = await listenOn(() => new MockService({ token: SERVICE_TOKEN, seed: SANDBOX_SEED, baseLatencyMs: 5 }), servicePort === 0 ? 0 : servicePort + 1)
+const env = {
+  ...process.env,
+  PMS_URL: pms.url, PMS_TOKEN: DEMO_TOKEN, PMS_SANDBOX_URL: pmsSandbox.url, PMS_SANDBOX_TOKEN: DEMO_TOKEN,
+  UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN,
+  UPSTREAM_BOOKINGS_SANDBOX_URL: serviceSandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SERVICE_TOKEN,
+}
+const config = loadConfig(env, { requireTokens: true })
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'warn' })
+// The documentation site, so that every problem's `type` link opens in a browser.
+const docs = await serveDocs(config, { port: Number(process.env.DOCS_PORT ?? 4080) })
+config.docsUrl = docs.url
 
 let keyStore: KeyStore | undefined
 const say = (line = ''): void => void process.stdout.write(`${line}\n`)
@@ -48,18 +66,23 @@ const adminPort = (gateway.admin.server.address() as { port: number }).port
 
 const { key, record } = await gateway.keyStore.create({ brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo' })
 const someId = String(pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
+const someGuest = generateGuests('acme')[0]?.id as string
 const base = `http://localhost:${port}`
 const auth = `-H 'Authorization: Bearer ${key}' -H 'User-Agent: demo-client/1.0'`
 
 say()
 say(`Partner API:  ${base}   (brand "acme"; its hosts include localhost)`)
 say(`Admin:        http://${config.adminHost}:${adminPort}/status and /metrics`)
-say(`Stand-in PMS: ${pms.url}`)
+say(`Stand-in PMS: ${pms.url} (sandbox ${pmsSandbox.url})`)
+say(`Stand-in service behind /v1/guests and /v1/rooms: ${service.url} (sandbox ${serviceSandbox.url})`)
+say(`API docs:     ${docs.url}/   (the reference; error pages under ${docs.url}/errors/)`)
 say(`Demo key:     ${record.id}, all properties of acme`)
 say()
 say('Try:')
 say(`curl -s ${auth} '${base}/v1/properties?perPage=3'`)
 say(`curl -s ${auth} '${base}/v1/properties/${someId}'`)
+say(`curl -s ${auth} -H 'Service-Property-Id: ${someId}' '${base}/v1/rooms?perPage=3'`)
+say(`curl -s ${auth} '${base}/v1/guests/${someGuest}?with=messages,reservations'`)
 say(`curl -s ${auth} '${base}/v1/properties?per_page=3'`)
 say(`curl -s '${base}/v1/health'`)
 say(`curl -s 'http://${config.adminHost}:${adminPort}/status'`)
@@ -70,7 +93,7 @@ const stop = async (): Promise<void> => {
   // The demo key is the demo's alone: it goes with it.
   await gateway.keyStore.revoke(record.id).catch(() => undefined)
   await gateway.app.close()
-  await pms.close()
+  await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close(), docs.close()])
   flushLogger(logger)
   process.exit(0)
 }

@@ -1,6 +1,6 @@
 import underPressure from '@fastify/under-pressure'
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyContextConfig, type FastifyInstance, type FastifyRequest, type onRequestHookHandler,
+  LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type onRequestHookHandler, type preHandlerAsyncHookHandler,
 } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
@@ -9,22 +9,28 @@ import type { Config } from './config.js'
 import { errorHandler } from './contract/error-handler.js'
 import { ApiError } from './contract/errors.js'
 import { healthRoutes, HealthState } from './health.js'
-import { authenticationStage, type KeyVerifier } from './pipeline/authentication.js'
-import { bodyStage, BODY_LIMIT } from './pipeline/body.js'
-import { BrandDirectory } from './pipeline/brands.js'
-import { clientErrorHandler } from './pipeline/client-errors.js'
+import { BrandDirectory } from './http/brands.js'
+import { clientErrorHandler } from './http/client-errors.js'
+import { MAX_URL_LENGTH } from './http/limits.js'
+import { closeWhileDraining, generateRequestId, requestContextStage } from './http/request-context.js'
+import { LazyRequestLogger } from './http/request-logger.js'
+import { RouteIndex } from './http/route-index.js'
+import type { KeyVerifier } from './keys/authenticator.js'
+import { authenticationStage } from './pipeline/authentication.js'
+import { bodyStage } from './pipeline/body.js'
 import { headerStage } from './pipeline/headers.js'
 import { observeStage } from './pipeline/log.js'
 import { negotiationStage } from './pipeline/negotiation.js'
 import { parametersStage } from './pipeline/parameters.js'
-import { LazyRequestLogger } from './pipeline/request-logger.js'
-import { closeWhileDraining, generateRequestId, requestContextStage } from './pipeline/request-context.js'
-import { RouteIndex } from './pipeline/route-index.js'
-import { MAX_URL_LENGTH, notFoundHandler, routingStage } from './pipeline/routing.js'
 import { rateLimitStage } from './pipeline/rate-limit.js'
+import { propertyScopeStage, testModeStage, type SandboxCheck } from './pipeline/resource.js'
+import { notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
+import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
+import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
+import { assertPolicy, DEFAULT_BODY_BYTES, type RoutePolicy } from './routes/policy.js'
 import './types.js'
 
 export interface AppDependencies {
@@ -36,17 +42,24 @@ export interface AppDependencies {
   metrics?: Metrics
   /** Absent when `rateLimit.enabled` is false. */
   rateLimiter?: RateLimiter
+  /** The services of the declared routes (config `upstreams`); required when there are any. */
+  services?: Services
+  proxyHooks?: ProxyHooks
+  /** Which upstreams have a sandbox for test keys; the PMS falls back to live without one. */
+  hasSandbox?: SandboxCheck
 }
 
 /** Load shedding: every route but health answers 503; health answers unhealthy itself. */
 function shedLoad(request: FastifyRequest): Promise<void> | undefined {
-  if (request.routeOptions.config.authenticated !== true && !request.is404) return undefined
+  if (request.routeOptions.config.policy?.auth !== true && !request.is404) return undefined
   return Promise.reject(new ApiError('SERVICE_UNAVAILABLE', 'The gateway is overloaded; retry shortly.', { retryAfter: 1 }))
 }
 
-/** The public API: the pipeline of decisions 1, in its order, and the routes. */
+/** The public API: the pipeline of decisions 1, in its order, for every route, and the routes. */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps
+  // Filled from onRoute; the not-found and parser-error handlers consult it.
+  const routes = new RouteIndex()
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     // Our own single line per request replaces Fastify's two (pipeline/log.ts).
@@ -54,18 +67,19 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     genReqId: generateRequestId,
     childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
     trustProxy: config.trustProxy,
-    bodyLimit: BODY_LIMIT,
+    bodyLimit: DEFAULT_BODY_BYTES,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },
     // Keep serving while closing: in-flight and drained requests must still be answered.
     return503OnClosing: false,
-    clientErrorHandler: clientErrorHandler(config.docsUrl),
+    clientErrorHandler: clientErrorHandler(config.docsUrl, routes),
     frameworkErrors: (error, request, reply) => errorHandler(error, request, reply),
   })
 
   app.decorate('gatewayConfig', config)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
-  for (const field of ['routeUrl', 'brand', 'trace', 'correlationId', 'principal', 'parsedQuery', 'errorCode', 'upstreamMs', 'cacheResult'] as const) {
+  for (const field of ['routeUrl', 'brand', 'trace', 'correlationId', 'principal', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
+    'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'cacheResult'] as const) {
     app.decorateRequest(field, null)
   }
 
@@ -81,34 +95,49 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     app.health.add('eventLoop', () => !pressured.isUnderPressure())
   }
 
-  const routes = new RouteIndex()
   const authenticate = authenticationStage(deps.keys)
   const limitRate = deps.rateLimiter !== undefined && config.rateLimit.enabled
     ? rateLimitStage(deps.rateLimiter, config.rateLimit.limit, config.rateLimit.windowSeconds)
     : undefined
+  const hasSandbox = deps.hasSandbox ?? (() => true)
+  const checkPropertyScope = propertyScopeStage(deps.properties, config.accessDeniedStatus)
 
   /**
-   * The order of checks (decisions 1), for one route. Each route gets the stages it takes,
-   * built with its own config, so no stage looks its route up per request. Health takes
-   * steps 1, 2 and 6 only.
+   * The order of checks (decisions 1, routes.md) for one route, composed from its policy
+   * when the route is registered, so no stage looks its route up per request. Steps 1 to 6
+   * run on the request's head; the body (on routes that take one) is read after them, and
+   * the resource steps run once it is in.
    */
-  function pipelineFor(url: string, routeConfig: FastifyContextConfig): onRequestHookHandler[] {
-    const authenticated = routeConfig.authenticated === true
-    return [
-      routingStage(routes, url, routeConfig), // 1. route and host
+  function pipelineFor(url: string, policy: RoutePolicy): { onRequest: onRequestHookHandler[]; preHandler: preHandlerAsyncHookHandler[] } {
+    const brandScoped = policy.scope !== 'none'
+    // Logs and metrics name a declared route by its declared path (routes.md).
+    const label = policy.kind === 'proxy' ? policy.path : url
+    const onRequest = [
+      routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
-      ...(authenticated ? [headerStage(routeConfig), bodyStage] : []), // 3. headers, no body
-      ...(authenticated ? [authenticate] : []), // 4. API key and brand
-      ...(authenticated && limitRate !== undefined ? [limitRate] : []), // 5. quota
-      parametersStage(routeConfig), // 6. query and path parameters
+      ...(policy.auth ? [headerStage(policy.scope), bodyStage(policy)] : []), // 3. headers, body framing
+      ...(policy.auth ? [authenticate] : []), // 4. API key and brand
+      ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
+      parametersStage(policy.query, policy.pathParams), // 6. query and path parameters (then the body is read: 6, well-formed JSON)
     ] as onRequestHookHandler[]
+    const testMode = policy.auth ? testModeStage(policy, hasSandbox) : undefined
+    const preHandler = [
+      ...(testMode === undefined ? [] : [testMode]), // a test key needs a sandbox of every upstream (decisions 9)
+      ...(policy.scope === 'property' ? [checkPropertyScope] : []), // 7. the property of Service-Property-Id
+    ] as preHandlerAsyncHookHandler[]
+    return { onRequest, preHandler }
   }
 
   app.addHook('onRoute', (route) => {
-    const routeConfig = (route.config ?? {}) as FastifyContextConfig
-    routes.add(route.url, route.method, routeConfig.brandScoped === true)
-    const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]
-    route.onRequest = [...pipelineFor(route.url, routeConfig), ...own]
+    const policy = route.config?.policy
+    // Every public route has a policy; one without would skip the checks, so it may not start.
+    if (policy === undefined) throw new Error(`route ${String(route.method)} ${route.url} has no policy`)
+    assertPolicy(policy)
+    routes.add(route.url, route.method, policy.scope !== 'none')
+    const stages = pipelineFor(route.url, policy)
+    const own = (hooks: unknown): unknown[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks])
+    route.onRequest = [...stages.onRequest, ...own(route.onRequest)] as onRequestHookHandler[]
+    route.preHandler = [...stages.preHandler, ...own(route.preHandler)] as preHandlerAsyncHookHandler[]
   })
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
@@ -122,5 +151,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   await app.register(healthRoutes)
   await app.register(propertyRoutes(deps.properties))
+  if (config.routes.length > 0) {
+    if (deps.services === undefined) throw new Error('declared routes need their services')
+    await app.register(declaredRoutes(config.routes, deps.services, deps.proxyHooks))
+  }
   return app
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
+import { BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, METHODS, policyProblems, type QueryRule, type RoutePolicy } from './routes/policy.js'
 
 // The one source of truth for every setting: the README's configuration reference is
 // generated from these schemas (scripts/generate-docs.ts), and a test keeps it current.
@@ -13,6 +14,91 @@ const brandSchema = z.strictObject({
   docsUrl: z.url().optional().describe("This brand's documentation base URL for problem `type` links"),
 })
 
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+
+const breakerFields = {
+  errorThresholdPercentage: z.number().min(1).max(100),
+  volumeThreshold: z.number().int().min(0),
+  resetTimeoutMs: positiveInt,
+  rollingCountTimeoutMs: positiveInt,
+}
+
+const breakerSchema = z.strictObject({
+  errorThresholdPercentage: breakerFields.errorThresholdPercentage.default(50).describe('Failure percentage that opens the circuit'),
+  volumeThreshold: breakerFields.volumeThreshold.default(10).describe('Calls in the rolling window before the circuit may open'),
+  resetTimeoutMs: breakerFields.resetTimeoutMs.default(10000).describe('Open time before a trial call (half-open)'),
+  rollingCountTimeoutMs: breakerFields.rollingCountTimeoutMs.default(10000).describe('Length of the rolling statistics window'),
+})
+
+// A declared upstream's breaker: each field it leaves out is the PMS's (`breaker`), not a default of its own.
+const partialBreakerSchema = z.strictObject(Object.fromEntries(Object.entries(breakerFields)
+  .map(([name, field]) => [name, field.describe(`As \`breaker.${name}\``)])) as typeof breakerFields).partial()
+
+// A service behind declared routes. Unset settings take the PMS's (`upstream`, `breaker`).
+const declaredUpstreamSchema = z.strictObject({
+  url: httpUrl.describe('Base URL of the service (`UPSTREAM_<NAME>_URL` overrides it)'),
+  sandboxUrl: httpUrl.optional().describe('Its sandbox, for `svc_test_` keys (`UPSTREAM_<NAME>_SANDBOX_URL` overrides it); without one, test keys get 403 TEST_MODE_UNAVAILABLE'),
+  tokenHeader: z.string().regex(/^[A-Za-z0-9-]+$/, 'must be a header name').optional()
+    .describe('Header that carries `UPSTREAM_<NAME>_TOKEN` (and `UPSTREAM_<NAME>_SANDBOX_TOKEN` to the sandbox); no token is sent without it'),
+  timeoutMs: positiveInt.optional().describe('Time to the answer\'s headers; default `upstream.timeoutMs`'),
+  connections: positiveInt.optional().describe('Keep-alive connections; default `upstream.connections`'),
+  retries: z.number().int().min(0).max(3).optional().describe('Retries of an idempotent call after a connection error; default `upstream.retries`'),
+  maxInFlight: positiveInt.optional().describe('Calls in flight; over it, 503 at once; default `upstream.maxInFlight`'),
+  breaker: partialBreakerSchema.optional().describe('Circuit breaker (`errorThresholdPercentage`, `volumeThreshold`, `resetTimeoutMs`, `rollingCountTimeoutMs`); each unset field as in `breaker`'),
+})
+
+const queryRuleSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('integer'), min: z.number().int().min(0).default(0), max: z.number().int().max(Number.MAX_SAFE_INTEGER).default(Number.MAX_SAFE_INTEGER) }),
+  z.strictObject({ type: z.literal('string'), maxLength: positiveInt.max(2048).default(256) }),
+  z.strictObject({ type: z.literal('enum'), values: z.array(z.string().min(1)).min(1) }),
+  z.strictObject({ type: z.literal('list'), values: z.array(z.string().regex(/^[^,]+$/, 'must not hold a comma')).min(1) }),
+  z.strictObject({ type: z.literal('boolean') }),
+], { error: 'type must be integer, string, enum, list or boolean' })
+
+const CAMEL_CASE = /^[a-z][A-Za-z0-9]*$/
+
+const declaredRouteSchema = z.strictObject({
+  path: z.string().describe('Public path under /v1/: kebab-case segments, `{name}` for a parameter'),
+  methods: z.array(z.enum(METHODS)).min(1).default(['GET']).describe('From GET, POST, PUT, PATCH, DELETE; HEAD comes with GET'),
+  scope: z.enum(['brand', 'property']).describe('`brand`: brand-wide; `property`: needs `Service-Property-Id`'),
+  upstream: z.string().describe('A name in `upstreams`'),
+  upstreamPath: z.string().regex(/^\/[^?#]*$/, 'must be a path starting with /').describe('Path the service is called on; `{name}` placeholders are filled from path parameters and `{propertyId}`'),
+  pathParams: z.record(z.string().regex(CAMEL_CASE, 'must be camelCase'), z.strictObject({
+    type: z.enum(['uuid', 'string']).default('string').describe('`uuid` (any case, forwarded lower-cased) or `string` (1-128 of A-Z a-z 0-9 . _ ~ -)'),
+  })).default({}).describe('The rule of each `{name}` segment of `path`'),
+  query: z.record(z.string().regex(CAMEL_CASE, 'must be camelCase'), queryRuleSchema).default({}).describe('The query parameters the route takes; none without it'),
+  body: z.strictObject({
+    maxBytes: positiveInt.default(DEFAULT_BODY_BYTES).describe('Largest request body of POST, PUT and PATCH (413 beyond); only for routes with such methods'),
+  }).optional(),
+})
+
+export type DeclaredRoute = z.infer<typeof declaredRouteSchema>
+
+/** A declared route as the pipeline sees it. */
+export function policyOf(route: DeclaredRoute): RoutePolicy {
+  const takesBody = route.methods.some((m) => BODY_METHODS.has(m))
+  return {
+    kind: 'proxy',
+    path: route.path,
+    methods: route.methods,
+    scope: route.scope,
+    auth: true,
+    query: route.query as Record<string, QueryRule>,
+    pathParams: Object.fromEntries(Object.entries(route.pathParams).map(([name, rule]) => [name, { type: rule.type }])),
+    body: takesBody ? { maxBytes: route.body?.maxBytes ?? DEFAULT_BODY_BYTES } : 'none',
+    // A property-scoped route checks the property against the PMS too.
+    upstreams: route.scope === 'property' ? ['pms', route.upstream] : [route.upstream],
+    forward: { upstream: route.upstream, path: route.upstreamPath },
+  }
+}
+
+/** The router's view of a path: `/v1/a/{x}` and `/v1/a/{y}` are the same route. */
+function routeShape(path: string): string {
+  return path.replace(/\{[^}]*\}/g, '{}')
+}
+
+const BUILT_IN_SHAPES = Object.values(builtInRoutes).map((r) => routeShape(r.path))
+
 export const fileSchema = z.strictObject({
   docsUrl: z.url().describe('Documentation base URL; problem `type` links are `{docsUrl}/errors/<code>`'),
   brands: z.array(brandSchema).min(1).describe('Brands, each selected by host name'),
@@ -25,12 +111,7 @@ export const fileSchema = z.strictObject({
     retries: z.number().int().min(0).max(3).default(1).describe('Retries of a read after a connection error'),
     maxInFlight: positiveInt.default(256).describe('PMS calls in flight per upstream; over it, 503 at once'),
   }).prefault({}),
-  breaker: z.strictObject({
-    errorThresholdPercentage: z.number().min(1).max(100).default(50).describe('Failure percentage that opens the circuit'),
-    volumeThreshold: z.number().int().min(0).default(10).describe('Calls in the rolling window before the circuit may open'),
-    resetTimeoutMs: positiveInt.default(10000).describe('Open time before a trial call (half-open)'),
-    rollingCountTimeoutMs: positiveInt.default(10000).describe('Length of the rolling statistics window'),
-  }).prefault({}),
+  breaker: breakerSchema.prefault({}),
   cache: z.strictObject({
     ttlMs: z.number().int().min(0).default(30000).describe('How long a PMS answer is fresh; 0 turns the read cache off'),
     staleIfErrorMs: z.number().int().min(0).default(300000).describe('How long past freshness a copy may be served while the PMS fails'),
@@ -55,6 +136,9 @@ export const fileSchema = z.strictObject({
     drainMs: z.number().int().min(0).default(5000).describe('After SIGTERM, keep serving (health unhealthy) this long so load balancers move away'),
     timeoutMs: positiveInt.default(10000).describe('Exit before this, whatever is still open'),
   }).prefault({}),
+  upstreams: z.record(z.string().regex(/^[a-z][a-z0-9-]*$/, 'must be lower-case letters, digits and dashes'), declaredUpstreamSchema).default({})
+    .describe('Internal services behind declared routes, by name'),
+  routes: z.array(declaredRouteSchema).default([]).describe('Declared routes, forwarded to an upstream under the partner contract'),
 }).superRefine((file, ctx) => {
   const owner = new Map<string, string>()
   file.brands.forEach((brand, i) => {
@@ -71,6 +155,26 @@ export const fileSchema = z.strictObject({
   file.brands.forEach((brand, i) => {
     if (ids.has(brand.id)) ctx.addIssue({ code: 'custom', path: ['brands', i, 'id'], message: `duplicate brand id '${brand.id}'` })
     ids.add(brand.id)
+  })
+  if (Object.hasOwn(file.upstreams, 'pms')) ctx.addIssue({ code: 'custom', path: ['upstreams', 'pms'], message: "'pms' is the PMS's own name" })
+  const shapes = new Map<string, number>()
+  file.routes.forEach((route, i) => {
+    const at = (...path: (string | number)[]): (string | number)[] => ['routes', i, ...path]
+    if (!Object.hasOwn(file.upstreams, route.upstream)) ctx.addIssue({ code: 'custom', path: at('upstream'), message: `no upstream named '${route.upstream}'` })
+    const shape = routeShape(route.path)
+    const previous = shapes.get(shape)
+    if (previous !== undefined) ctx.addIssue({ code: 'custom', path: at('path'), message: `shares its path with routes[${previous}]` })
+    shapes.set(shape, i)
+    if (BUILT_IN_SHAPES.includes(shape) || shape.startsWith('/v1/properties/')) {
+      ctx.addIssue({ code: 'custom', path: at('path'), message: 'would shadow a built-in route (/v1/properties…, /v1/health)' })
+    }
+    if (route.body !== undefined && !route.methods.some((m) => BODY_METHODS.has(m))) {
+      ctx.addIssue({ code: 'custom', path: at('body'), message: 'only routes with POST, PUT or PATCH take a body' })
+    }
+    for (const problem of policyProblems(policyOf(route))) {
+      if (problem.startsWith('has a body') || problem.startsWith('body.maxBytes')) continue
+      ctx.addIssue({ code: 'custom', path: at(), message: problem })
+    }
   })
 })
 
@@ -137,7 +241,28 @@ export type BrandConfig = FileConfig['brands'][number]
 
 export interface UpstreamTarget { url: string; token: string }
 
-export interface Config extends FileConfig {
+export interface UpstreamSettings {
+  timeoutMs: number
+  connections: number
+  retries: number
+  maxInFlight: number
+  breaker: FileConfig['breaker']
+}
+
+/** A declared upstream with its settings filled in and its tokens from the environment. */
+export interface ServiceUpstream extends UpstreamSettings {
+  name: string
+  url: string
+  tokenHeader: string | undefined
+  token: string | undefined
+  sandbox: { url: string; token: string | undefined } | undefined
+}
+
+export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
+  /** The declared upstreams, resolved. */
+  upstreams: Record<string, ServiceUpstream>
+  /** The declared routes as policies. */
+  routes: RoutePolicy[]
   port: number
   host: string
   adminPort: number
@@ -179,6 +304,8 @@ function describeIssues(source: string, error: z.ZodError): string[] {
 interface LoadOptions {
   /** `npm start` needs a PMS; tests and tools do not. */
   requirePms?: boolean
+  /** `npm start` needs the token of every upstream with a `tokenHeader`; the key tool does not. */
+  requireTokens?: boolean
   /** Settings given in code win over the file (tests). */
   overrides?: Partial<FileConfig>
 }
@@ -208,11 +335,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
   if (options.requirePms === true && envResult.success && envResult.data.PMS_URL === undefined) {
     problems.push('environment PMS_URL: required to start the gateway')
   }
+  const upstreams = file === undefined ? {} : resolveUpstreams(file, env, problems, options.requireTokens === true)
   if (problems.length > 0 || file === undefined || !envResult.success) throw new ConfigError(problems)
 
   const e = envResult.data
   return {
     ...file,
+    upstreams,
+    routes: file.routes.map(policyOf),
     port: e.PORT,
     host: e.HOST,
     adminPort: e.ADMIN_PORT,
@@ -230,6 +360,60 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
       ? { url: e.PMS_SANDBOX_URL, token: e.PMS_SANDBOX_TOKEN }
       : undefined,
   }
+}
+
+function originOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin
+  } catch {
+    return undefined
+  }
+}
+
+/** `bookings` -> `UPSTREAM_BOOKINGS_`, `guest-service` -> `UPSTREAM_GUEST_SERVICE_`. */
+export function upstreamEnvPrefix(name: string): string {
+  return `UPSTREAM_${name.toUpperCase().replaceAll('-', '_')}_`
+}
+
+// Declared upstreams: the file's settings, the PMS's where unset, URLs and tokens from the
+// environment (tokens never come from the file).
+function resolveUpstreams(file: FileConfig, env: NodeJS.ProcessEnv, problems: string[], requireTokens: boolean): Record<string, ServiceUpstream> {
+  const resolved: Record<string, ServiceUpstream> = {}
+  const read = (name: string): string | undefined => (env[name] === '' ? undefined : env[name])
+  for (const [name, declared] of Object.entries(file.upstreams)) {
+    const prefix = upstreamEnvPrefix(name)
+    const url = read(`${prefix}URL`) ?? declared.url
+    const sandboxUrl = read(`${prefix}SANDBOX_URL`) ?? declared.sandboxUrl
+    for (const [variable, value] of [[`${prefix}URL`, url], [`${prefix}SANDBOX_URL`, sandboxUrl]] as const) {
+      if (value !== undefined && !httpUrl.safeParse(value).success) problems.push(`environment ${variable}: must be an http(s) URL`)
+    }
+    // The proxy tells live from sandbox calls by origin; one origin for both would send test keys to live data.
+    if (sandboxUrl !== undefined && originOf(sandboxUrl) === originOf(url)) {
+      problems.push(`upstreams.${name}: sandboxUrl must be another origin than url`)
+    }
+    const token = read(`${prefix}TOKEN`)
+    const sandboxToken = read(`${prefix}SANDBOX_TOKEN`)
+    // Only a gateway that serves needs them; the key tool and the docs generator call no service.
+    if (declared.tokenHeader !== undefined && requireTokens) {
+      if (token === undefined) problems.push(`environment ${prefix}TOKEN: required by upstreams.${name}.tokenHeader`)
+      if (sandboxUrl !== undefined && sandboxToken === undefined) problems.push(`environment ${prefix}SANDBOX_TOKEN: required by upstreams.${name}.tokenHeader with a sandbox`)
+    } else if (declared.tokenHeader === undefined && (token !== undefined || sandboxToken !== undefined)) {
+      problems.push(`environment ${prefix}TOKEN: upstreams.${name} has no tokenHeader to send it in`)
+    }
+    resolved[name] = {
+      name,
+      url,
+      tokenHeader: declared.tokenHeader?.toLowerCase(),
+      token,
+      sandbox: sandboxUrl === undefined ? undefined : { url: sandboxUrl, token: sandboxToken },
+      timeoutMs: declared.timeoutMs ?? file.upstream.timeoutMs,
+      connections: declared.connections ?? file.upstream.connections,
+      retries: declared.retries ?? file.upstream.retries,
+      maxInFlight: declared.maxInFlight ?? file.upstream.maxInFlight,
+      breaker: { ...file.breaker, ...declared.breaker },
+    }
+  }
+  return resolved
 }
 
 // An empty variable counts as unset, as shells and compose files often leave them.

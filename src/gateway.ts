@@ -11,8 +11,10 @@ import { PmsPropertySource } from './properties/pms-source.js'
 import type { PropertySource } from './properties/source.js'
 import { RateLimiter } from './ratelimit/limiter.js'
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './ratelimit/store.js'
-import { createUpstreams, type UpstreamHooks, type UpstreamSet } from './properties/upstreams.js'
+import { createPmsUpstreams, type PmsSet, type UpstreamHooks } from './properties/upstreams.js'
+import { Services } from './proxy/services.js'
 import { createRedis, redisMode, redisTarget, RedisMonitor, type RedisClient } from './redis.js'
+import type { UpstreamOutcome } from './upstream/errors.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
 // app, which closes them again in `onClose`.
@@ -40,7 +42,10 @@ export interface Gateway {
   redisMonitor: RedisMonitor | undefined
   keyStore: KeyStore
   authenticator: KeyAuthenticator
-  upstreams: UpstreamSet | undefined
+  /** The PMS and its sandbox; absent when tests give a property source of their own. */
+  upstreams: PmsSet | undefined
+  /** The services of the declared routes. */
+  services: Services
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -62,15 +67,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const authenticator = new KeyAuthenticator(keyStore, config.keyCache)
   const metrics = new Metrics()
+  const onCall = (name: string, outcome: UpstreamOutcome, seconds: number): void => metrics.upstreamCall(name, outcome, seconds)
   const upstreams = options.properties === undefined
-    ? createUpstreams(config, {
-      onCall: (name, outcome, seconds) => metrics.upstreamCall(name, outcome, seconds),
-      onCache: (name, result) => metrics.cacheRead(name === 'pms' ? 'properties' : 'propertiesSandbox', result),
-      ...options.upstreamHooks,
-    })
+    ? createPmsUpstreams(config, { onCall, onCache: (name, result) => metrics.cacheRead(name, result), ...options.upstreamHooks })
     : undefined
-  for (const upstream of upstreams?.all ?? []) metrics.watchBreaker(upstream.name, () => upstream.client.state)
-  const properties = options.properties ?? new PmsPropertySource((upstreams as UpstreamSet).byMode)
+  const services = new Services(config, options.upstreamHooks?.dispatcher)
+  const allUpstreams = [...(upstreams?.all.map((p) => p.client.upstream) ?? []), ...services.all]
+  for (const upstream of allUpstreams) metrics.watchBreaker(upstream.name, () => upstream.state)
+  const properties = options.properties ?? new PmsPropertySource((upstreams as PmsSet).byMode)
+  // Without PMS_SANDBOX_URL, test keys read from PMS_URL; a declared service without a sandbox refuses them.
+  const hasSandbox = (name: string): boolean => name === 'pms' || services.get(name).sandbox !== undefined
   const rateLimiter = new RateLimiter(quotaStore, {
     windowSeconds: config.rateLimit.windowSeconds,
     logger,
@@ -80,15 +86,21 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       options.onLease?.(keyId, granted)
     },
   })
-  const app = await buildApp({ config, logger, keys: authenticator, properties, health, metrics, rateLimiter })
-  const admin = await buildAdmin(metrics, { health, redis: redisMonitor, upstreams: upstreams?.all ?? [], authenticator, startedAt: Date.now() })
+  const app = await buildApp({
+    config, logger, keys: authenticator, properties, health, metrics, rateLimiter, services, hasSandbox, proxyHooks: { onCall },
+  })
+  const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
+  const admin = await buildAdmin(metrics, {
+    health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
+    authenticator, startedAt: Date.now(),
+  })
   const store = keyStore
   app.addHook('onClose', async () => {
     await admin.close()
     redisMonitor?.stop()
     await store.close()
-    await Promise.all(upstreams?.all.map((u) => u.client.close()) ?? [])
+    await Promise.all(allUpstreams.map((u) => u.close()))
     redis?.disconnect()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, upstreams }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, upstreams, services }
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { HEADER_CORRELATION_ID } from './contract/headers.js'
+import { builtInRoutes } from './routes/policy.js'
 
 // GET /v1/health (decisions 7): 200 {"status":"ok"} or 503 {"status":"unhealthy"}, that
 // object alone. Unhealthy when this instance cannot serve: Redis unreachable, the event
@@ -31,11 +32,11 @@ export class HealthState {
   }
 }
 
-const OK = '{"status":"ok"}'
-const UNHEALTHY = '{"status":"unhealthy"}'
+export const OK = '{"status":"ok"}'
+export const UNHEALTHY = '{"status":"unhealthy"}'
 
 export async function healthRoutes(app: FastifyInstance): Promise<void> {
-  app.get('/v1/health', { config: { brandScoped: false, authenticated: false, query: {} } }, (request, reply) => {
+  app.get(builtInRoutes.health.path, { config: { policy: builtInRoutes.health } }, (request, reply) => {
     if (request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
     reply.type('application/json; charset=utf-8')
     if (app.health.healthy) return reply.send(OK)

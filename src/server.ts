@@ -8,7 +8,7 @@ import { createLogger, flushLogger } from './logger.js'
 
 let config
 try {
-  config = loadConfig(process.env, { requirePms: true })
+  config = loadConfig(process.env, { requirePms: true, requireTokens: true })
 } catch (error) {
   process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`)
   process.exit(1)

@@ -1,20 +1,16 @@
 import type { Config } from './config.js'
 import type { ErrorCode } from './contract/errors.js'
 import type { HealthState } from './health.js'
+import type { Brand, BrandDirectory } from './http/brands.js'
+import type { TraceContext } from './http/trace.js'
 import type { Principal } from './keys/principal.js'
-import type { Brand, BrandDirectory } from './pipeline/brands.js'
-import type { ParamsSpec, ParsedQuery, QuerySpec } from './pipeline/parameters.js'
-import type { TraceContext } from './pipeline/trace.js'
+import type { ParsedQuery } from './pipeline/parameters.js'
+import type { RoutePolicy } from './routes/policy.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** Answers only on a brand's host (health answers on every host). */
-    brandScoped?: boolean
-    /** Takes the authenticated pipeline: headers, API key, rate limit. */
-    authenticated?: boolean
-    takesPropertyHeader?: boolean
-    query?: QuerySpec
-    params?: ParamsSpec
+    /** What the route is: every stage of its pipeline is composed from it (app.ts). */
+    policy?: RoutePolicy
   }
 
   interface FastifyInstance {
@@ -31,9 +27,15 @@ declare module 'fastify' {
     correlationId: string | null
     principal: Principal | null
     parsedQuery: ParsedQuery | null
+    /** The validated `Service-Property-Id`, lower-cased, on property-scoped routes. */
+    propertyId: string | null
     /** The error code answered, for the log line and metrics. */
     errorCode: ErrorCode | null
     upstreamMs: number | null
+    /** The upstream called and what it answered, for the log line. */
+    upstreamName: string | null
+    upstreamStatus: number | null
+    upstreamStartedAt: number | null
     cacheResult: string | null
   }
 }

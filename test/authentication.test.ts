@@ -9,6 +9,7 @@ import { captureLogs } from './helpers/logs.js'
 import { MemorySource, property } from './helpers/memory-source.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
 import { eventually, keysUnder, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+import { contractChecked } from './helpers/contract.js'
 
 const ALLOWED = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
 const OTHER = '5a7e5b9c-1d2e-4f30-8a4b-6c7d8e9f0a1b'
@@ -50,6 +51,8 @@ const config = testConfig({ keyCache: { ttlMs: 60_000, graceMs: 60_000, maxEntri
 beforeAll(async () => {
   a = await createGateway({ config, logger: logsA.logger, properties: source })
   b = await createGateway({ config, logger: logsB.logger, properties: source })
+  contractChecked(a.app)
+  contractChecked(b.app)
   await Promise.all([a.app.ready(), b.app.ready()])
   expect(await eventually(async () => a.redis?.status === 'ready' && b.redis?.status === 'ready', 5000)).toBe(true)
   // Both instances subscribed before any test publishes.

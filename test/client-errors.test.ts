@@ -7,6 +7,7 @@ import { FakeKeys } from './helpers/fake-keys.js'
 import { captureLogs } from './helpers/logs.js'
 import { MemorySource } from './helpers/memory-source.js'
 import { expectProblem } from './helpers/problem.js'
+import { checkAnswer, contractChecked } from './helpers/contract.js'
 
 // Requests Node's HTTP parser refuses before any route runs (decisions 1, step 1).
 
@@ -15,6 +16,7 @@ let port: number
 
 beforeAll(async () => {
   app = await buildApp({ config: testConfig(), logger: captureLogs().logger, keys: new FakeKeys({}), properties: new MemorySource([]) })
+  contractChecked(app)
   await app.listen({ port: 0, host: '127.0.0.1' })
   port = (app.server.address() as { port: number }).port
 })
@@ -32,7 +34,15 @@ function raw(text: string): Promise<{ statusCode: number; headers: Record<string
       const [head = '', body = ''] = answer.split('\r\n\r\n')
       const [status = '', ...lines] = head.split('\r\n')
       const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
-      resolve({ statusCode: Number(status.split(' ')[1]), headers, body })
+      const parsed = { statusCode: Number(status.split(' ')[1]), headers, body }
+      const [method = '', target = ''] = text.split(' ')
+      try {
+        checkAnswer(method, target, parsed, app.gatewayConfig)
+      } catch (error) {
+        reject(error as Error)
+        return
+      }
+      resolve(parsed)
     })
   })
 }

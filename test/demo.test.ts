@@ -52,6 +52,12 @@ describe('npm run demo', () => {
       expect(list.data).toHaveLength(3)
       expect(list.data.every((p) => p.object === 'property')).toBe(true)
       expect(list.meta.pagination.total).toBeGreaterThan(3)
+      const rooms = await curl(printed, '/v1/rooms') as { data: { object: string }[]; meta: { pagination: { perPage: number; total: number } } }
+      expect(rooms.data).toHaveLength(3)
+      expect(rooms.data.every((r) => r.object === 'room')).toBe(true)
+      expect(rooms.meta.pagination).toMatchObject({ page: 1, perPage: 3 })
+      const guest = await curl(printed, '/v1/guests/') as { data: { object: string; messages: unknown[]; reservations: unknown[] } }
+      expect(guest.data).toMatchObject({ object: 'guest', messages: expect.any(Array), reservations: expect.any(Array) })
       expect(await curl(printed, '/v1/health')).toEqual({ status: 'ok' })
       expect(await curl(printed, '/status')).toMatchObject({ status: 'ok', redis: { status: 'up' } })
     })

@@ -10,6 +10,7 @@ import { FakeKeys } from './helpers/fake-keys.js'
 import { captureLogs } from './helpers/logs.js'
 import { MemorySource, property } from './helpers/memory-source.js'
 import { expectEnvelope, expectProblem, REQUEST_ID } from './helpers/problem.js'
+import { checkAnswer, contractChecked } from './helpers/contract.js'
 
 const ID = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
 const acmeAll: Principal = { keyId: 'key_acme', brand: 'acme', mode: 'live', properties: 'all', rateLimit: null }
@@ -55,6 +56,7 @@ beforeAll(async () => {
     properties: flakySource,
     health,
   })
+  contractChecked(app)
   await app.listen({ port: 0, host: '127.0.0.1' })
 })
 afterAll(async () => app.close())
@@ -64,7 +66,9 @@ async function overSocket(url: string, headers: Record<string, string>) {
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('not listening')
   const res = await request(`http://127.0.0.1:${address.port}${url}`, { headers })
-  return { statusCode: res.statusCode, headers: res.headers as Record<string, string>, body: await res.body.text() }
+  const answer = { statusCode: res.statusCode, headers: res.headers as Record<string, string>, body: await res.body.text() }
+  checkAnswer('GET', url, answer, app.gatewayConfig)
+  return answer
 }
 
 function get(url: string, headers: Record<string, string> = AUTH, method: 'GET' | 'HEAD' = 'GET') {

@@ -8,6 +8,7 @@ import { FakeKeys } from './helpers/fake-keys.js'
 import { captureLogs } from './helpers/logs.js'
 import { MemorySource, property } from './helpers/memory-source.js'
 import { REQUEST_ID, TIMESTAMP } from './helpers/problem.js'
+import { contractChecked } from './helpers/contract.js'
 
 // Whatever a client sends, the answer is a valid envelope or a complete problem+json with
 // a request id, and never a 500.
@@ -23,6 +24,7 @@ beforeAll(async () => {
     keys: new FakeKeys({ svc_live_ok: { keyId: 'key_ok', brand: 'acme', mode: 'live', properties: new Set([ID]), rateLimit: null } }),
     properties: new MemorySource([{ chainCode: 'ACME', property: property({ id: ID }) }]),
   })
+  contractChecked(app)
 })
 afterAll(async () => app.close())
 

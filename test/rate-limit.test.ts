@@ -7,6 +7,7 @@ import { captureLogs } from './helpers/logs.js'
 import { MemorySource } from './helpers/memory-source.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
 import { eventually, keysUnder, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+import { contractChecked } from './helpers/contract.js'
 
 // Per-key quotas shared by every instance (decisions 6), against real Redis.
 
@@ -20,6 +21,8 @@ let b: Gateway
 beforeAll(async () => {
   a = await createGateway({ config, logger: captureLogs().logger, properties: new MemorySource([]) })
   b = await createGateway({ config, logger: captureLogs().logger, properties: new MemorySource([]) })
+  contractChecked(a.app)
+  contractChecked(b.app)
   expect(await eventually(async () => a.redis?.status === 'ready' && b.redis?.status === 'ready', 5000)).toBe(true)
 })
 afterAll(async () => {
@@ -102,6 +105,7 @@ describe('the window', () => {
       config: testConfig({ rateLimit: { enabled: true, limit: 2, windowSeconds: 2 } }, { REDIS_URL, REDIS_PREFIX: windowPrefix }),
       logger: captureLogs().logger, properties: new MemorySource([]),
     })
+    contractChecked(g.app)
     expect(await eventually(async () => g.redis?.status === 'ready', 5000)).toBe(true)
   })
   afterAll(async () => {
@@ -136,6 +140,7 @@ describe('Redis down', () => {
         { REDIS_URL: server.url, REDIS_PREFIX: 'gw:' }),
       logger: logs.logger, properties: new MemorySource([]),
     })
+    contractChecked(g.app)
     try {
       const adminRedis = new Redis(server.url)
       const key = (await new RedisKeyStore(adminRedis, 'gw:').create({ brand: 'acme', mode: 'live', properties: '*' })).key

@@ -8,6 +8,7 @@ import { captureLogs } from './helpers/logs.js'
 import { MemorySource } from './helpers/memory-source.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
 import { eventually, PrivateRedis } from './helpers/redis.js'
+import { contractChecked } from './helpers/contract.js'
 
 // Redis stopped and started again under a running gateway (its own redis-server, so the
 // shared one other tests use stays up).
@@ -25,6 +26,7 @@ beforeAll(async () => {
   admin.disconnect()
   knownKey = created.key
   gateway = await createGateway({ config, logger: logs.logger, properties: new MemorySource([]) })
+  contractChecked(gateway.app)
   await gateway.app.ready()
   expect(await eventually(async () => gateway.redis?.status === 'ready', 5000)).toBe(true)
 })

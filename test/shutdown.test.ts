@@ -9,6 +9,7 @@ import { MockPms } from '../mocks/pms/server.js'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { ACME_HOST } from './helpers/config.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+import { checkAnswer } from './helpers/contract.js'
 
 // The real process (`npm start` runs dist/src/server.js) receiving SIGTERM with requests in flight.
 
@@ -63,7 +64,9 @@ describe('graceful shutdown', () => {
     const base = `http://127.0.0.1:${port}`
     const get = async (path: string, headers: Record<string, string> = {}) => {
       const res = await request(`${base}${path}`, { headers: { host: ACME_HOST, 'user-agent': 'shutdown/1.0', authorization: `Bearer ${key}`, ...headers } })
-      return { status: res.statusCode, headers: res.headers, body: await res.body.text() }
+      const body = await res.body.text()
+      checkAnswer('GET', path, { statusCode: res.statusCode, headers: res.headers, body })
+      return { status: res.statusCode, headers: res.headers, body }
     }
     const up = await eventually(async () => (await get('/v1/health').catch(() => ({ status: 0 }))).status === 200, 15_000, 50)
     expect({ up, printed: up ? '' : printed() }).toEqual({ up: true, printed: '' })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { outgoingTraceparent, parseTraceparent, traceFromHeaders } from '../src/pipeline/trace.js'
+import { outgoingTraceparent, parseTraceparent, traceFromHeaders } from '../src/http/trace.js'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const SPAN = '00f067aa0ba902b7'

@@ -3,19 +3,9 @@
 // RFC 3339 times with any offset and 0 to 9 fraction digits, unknown lifecycles, internal
 // fields). Deterministic for a seed, so tests and the demo see the same data every run.
 
-export type Hotel = Record<string, unknown>
+import { prng, uuid } from '../random.js'
 
-function prng(seed: number): () => number {
-  // mulberry32
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+export type Hotel = Record<string, unknown>
 
 const CHAINS = [
   { code: 'ACME', prefix: 'Acme', count: 60 },
@@ -30,11 +20,6 @@ const CITIES = [
 ] as const
 const LIFECYCLES = ['LIVE', 'LIVE', 'LIVE', 'LIVE', 'LIVE', 'ONBOARDING', 'SUSPENDED', 'OFFBOARDED', 'PAUSED_FOR_RENOVATION'] as const
 const OFFSETS = ['Z', '+02:00', '-05:00', '+05:30', '+00:00', '-09:30', 'z', '+14:00']
-
-function uuid(random: () => number): string {
-  const hex = Array.from({ length: 32 }, () => Math.floor(random() * 16).toString(16)).join('')
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${'89ab'[Math.floor(random() * 4)]}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
-}
 
 function rfc3339(epochMs: number, random: () => number): string {
   const offset = OFFSETS[Math.floor(random() * OFFSETS.length)] as string

@@ -1,6 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
+import { listen, stop } from '../listen.js'
 import { generateHotels, pmsOrder, type Hotel } from './data.js'
 
 // A stand-in for the internal PMS (its API and its failures), for development, the demo,
@@ -66,19 +67,12 @@ export class MockPms {
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<this> {
-    const server = createServer((req, res) => void this.handle(req, res))
-    // The real PMS closes sockets idle for more than 5 s.
-    server.keepAliveTimeout = 5000
-    this.server = server
-    await new Promise<void>((resolve) => server.listen(port, host, resolve))
+    this.server = await listen((req, res) => void this.handle(req, res), port, host)
     return this
   }
 
   async close(): Promise<void> {
-    const server = this.server
-    if (server === undefined) return
-    server.closeAllConnections()
-    await new Promise<void>((resolve) => server.close(() => resolve()))
+    await stop(this.server)
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { CacheResult } from '../properties/cache.js'
 import type { UpstreamOutcome } from '../upstream/errors.js'
-import type { BreakerState } from '../upstream/pms-client.js'
+import type { BreakerState } from '../upstream/upstream.js'
 import { CounterSeries, HistogramSeries } from './series.js'
 
 // The gateway's metrics. Their names and labels are a contract with operators

@@ -1,16 +1,17 @@
 import { readFileSync } from 'node:fs'
 import type { HealthState } from '../health.js'
 import type { KeyAuthenticator } from '../keys/authenticator.js'
-import type { NamedUpstream } from '../properties/upstreams.js'
 import type { RedisMonitor } from '../redis.js'
-import type { BreakerState } from '../upstream/pms-client.js'
+import type { BreakerState, Upstream } from '../upstream/upstream.js'
 
 // GET /status on the admin port (operations.md): what an SRE needs without reading logs.
 
 export interface StatusSources {
   health: HealthState
   redis: RedisMonitor | undefined
-  upstreams: readonly NamedUpstream[]
+  upstreams: readonly Upstream[]
+  /** The read caches, as they are now. */
+  caches: () => readonly { name: string; entries: number; hitRatio: number }[]
   authenticator: KeyAuthenticator
   startedAt: number
 }
@@ -34,15 +35,15 @@ export function statusReport(sources: StatusSources) {
   const upstreams: Record<string, { breaker: BreakerState; retryAfterSeconds: number; callsInFlight: number; stats: Record<string, number> }> = {}
   const cache: Record<string, { entries: number; hitRatio: number }> = {}
   for (const upstream of sources.upstreams) {
-    const stats = upstream.client.breaker.stats
+    const stats = upstream.breaker.stats
     upstreams[upstream.name] = {
-      breaker: upstream.client.state,
-      retryAfterSeconds: upstream.client.retryAfterSeconds(),
-      callsInFlight: upstream.client.callsInFlight,
+      breaker: upstream.state,
+      retryAfterSeconds: upstream.retryAfterSeconds(),
+      callsInFlight: upstream.callsInFlight,
       stats: { successes: stats.successes, failures: stats.failures, timeouts: stats.timeouts, rejects: stats.rejects },
     }
-    cache[upstream.name === 'pms' ? 'properties' : 'propertiesSandbox'] = { entries: upstream.cache.entries, hitRatio: upstream.cache.hitRatio }
   }
+  for (const { name, entries, hitRatio } of sources.caches()) cache[name] = { entries, hitRatio }
   cache.apiKeys = { entries: sources.authenticator.size, hitRatio: sources.authenticator.hitRatio }
   const failing = sources.health.failing()
   const degraded = Object.values(upstreams).some((u) => u.breaker !== 'closed')

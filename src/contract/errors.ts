@@ -20,7 +20,7 @@ export const errorCatalog = {
   },
   INVALID_PATH_PARAMETER: {
     status: 400, title: 'Invalid path parameter',
-    tip: 'Property ids are UUIDs such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10; take them from GET /v1/properties.',
+    tip: 'Ids in paths are UUIDs such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10 (property ids come from GET /v1/properties) or the plain identifiers an endpoint documents.',
   },
   TRAILING_SLASH_NOT_ALLOWED: {
     status: 400, title: 'Trailing slash not allowed',
@@ -36,15 +36,15 @@ export const errorCatalog = {
   },
   INVALID_HEADER: {
     status: 400, title: 'Invalid header',
-    tip: 'User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -.',
+    tip: 'User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -; Service-Property-Id a property id (UUID).',
   },
   HEADER_NOT_ALLOWED: {
     status: 400, title: 'Header not allowed',
-    tip: 'Brand-wide endpoints such as /v1/properties take no Service-Property-Id header; the property is chosen by the path.',
+    tip: 'Brand-wide endpoints such as /v1/properties and /v1/guests take no Service-Property-Id header; send it only to property-scoped endpoints.',
   },
   UNEXPECTED_BODY: {
     status: 400, title: 'Unexpected request body',
-    tip: 'GET requests take no body; send parameters in the query string.',
+    tip: 'GET, HEAD and DELETE requests take no body; send parameters in the query string.',
   },
   MALFORMED_JSON: {
     status: 400, title: 'Malformed JSON',
@@ -82,6 +82,10 @@ export const errorCatalog = {
     status: 403, title: 'Property access denied',
     tip: 'Your key is not authorised for this property; GET /v1/properties lists the ones it may use.',
   },
+  TEST_MODE_UNAVAILABLE: {
+    status: 403, title: 'Test mode unavailable',
+    tip: 'This endpoint has no sandbox, so test keys (svc_test_) cannot use it; use a live key, or ask partner support for sandbox access.',
+  },
   ROUTE_NOT_FOUND: {
     status: 404, title: 'Not found',
     tip: 'Check the host name and the path against the API reference; every path starts with /v1.',
@@ -100,11 +104,15 @@ export const errorCatalog = {
   },
   PAYLOAD_TOO_LARGE: {
     status: 413, title: 'Payload too large',
-    tip: 'Request bodies are limited to 1 MiB.',
+    tip: 'Request bodies are limited to 1 MiB unless the endpoint documents a smaller limit; split large changes into several requests.',
   },
   URI_TOO_LONG: {
     status: 414, title: 'URI too long',
     tip: 'Request targets are limited to 8 KiB; shorten the query string.',
+  },
+  UNSUPPORTED_MEDIA_TYPE: {
+    status: 415, title: 'Unsupported media type',
+    tip: 'Send request bodies as JSON with `Content-Type: application/json` (a charset parameter is fine).',
   },
   REQUEST_HEADERS_TOO_LARGE: {
     status: 431, title: 'Request header fields too large',
@@ -171,4 +179,12 @@ export class ApiError extends Error {
     this.headers = options.headers
     this.retryAfter = options.retryAfter
   }
+}
+
+// RFC 6750 3: every 401 carries the Bearer challenge; one place builds them all.
+const CHALLENGE = { 'www-authenticate': 'Bearer' } as const
+
+/** Failures of authentication proper: 401 with the Bearer challenge. */
+export function unauthorized(code: 'MISSING_AUTH_HEADER' | 'INVALID_AUTH_HEADER' | 'INVALID_API_KEY' | 'API_KEY_EXPIRED', detail: string): ApiError {
+  return new ApiError(code, detail, { headers: CHALLENGE })
 }

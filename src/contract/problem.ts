@@ -27,7 +27,8 @@ export function pathOf(url: string): string {
 // The body of every error, serialised by a compiled function (fast-json-stringify) rather
 // than JSON.stringify: rejections must be cheap (bench/README.md).
 const string = { type: 'string' } as const
-export const serializeProblem = fastJson({
+/** The JSON schema of a problem body; the serialiser and the OpenAPI document (src/docs) share it. */
+export const problemJsonSchema = {
   type: 'object',
   properties: {
     type: string, title: string, status: { type: 'integer' }, detail: string, moreInfo: string, instance: string, code: string,
@@ -38,7 +39,8 @@ export const serializeProblem = fastJson({
     requestId: string, timestamp: string,
   },
   required: ['type', 'title', 'status', 'detail', 'moreInfo', 'instance', 'code', 'errors', 'requestId', 'timestamp'],
-}) as (problem: ProblemDetails) => string
+} as const
+export const serializeProblem = fastJson({ ...problemJsonSchema, required: [...problemJsonSchema.required] }) as (problem: ProblemDetails) => string
 
 // `type` links, built once per docs URL and code.
 const typeLinks = new Map<string, string>()

@@ -4,7 +4,7 @@ import { z } from 'zod'
 // The public Property (contract 2.5). Field order here is the order on the wire
 // (decisions 4). The response serialiser's JSON schemas are derived from this one.
 
-const UTC_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+export const UTC_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 export const propertySchema = z.strictObject({
   object: z.literal('property'),

@@ -13,6 +13,8 @@ interface JsonSchema {
   properties?: Record<string, JsonSchema>
   items?: JsonSchema
   anyOf?: JsonSchema[]
+  oneOf?: JsonSchema[]
+  additionalProperties?: JsonSchema | boolean
   const?: unknown
   enum?: unknown[]
   required?: string[]
@@ -29,20 +31,42 @@ function cell(text: string): string {
   return text.replaceAll('|', '\\|')
 }
 
+/** A rule written as one of several shapes told apart by `type` (a declared route's query rules). */
+function variants(branches: JsonSchema[]): string {
+  return branches.map((branch) => {
+    const kind = branch.properties?.type?.const
+    const options = Object.keys(branch.properties ?? {}).filter((key) => key !== 'type')
+    return `\`${String(kind)}\`${options.length === 0 ? '' : ` (${options.map((o) => `\`${o}\``).join(', ')})`}`
+  }).join(', ')
+}
+
+function fallbackOf(property: JsonSchema, required: boolean): string {
+  return property.default !== undefined ? `\`${JSON.stringify(property.default)}\`` : required ? 'required' : 'none'
+}
+
 function rows(schema: JsonSchema, prefix: string, out: string[], required: Set<string>): void {
   for (const [name, property] of Object.entries(schema.properties ?? {})) {
     const path = `${prefix}${name}`
     if (property.type === 'object' && property.properties !== undefined) {
+      if (property.description !== undefined) out.push(`| \`${path}\` | object | ${fallbackOf(property, required.has(name))} | ${cell(property.description)} |`)
       rows(property, `${path}.`, out, new Set(property.required ?? []))
       continue
     }
+    const entries = typeof property.additionalProperties === 'object' ? property.additionalProperties : undefined
+    if (property.type === 'object' && entries !== undefined) {
+      // A map by name: its entries' fields, or the shapes one entry may take.
+      const shapes = entries.oneOf ?? entries.anyOf
+      const of = shapes !== undefined ? `one of ${variants(shapes)}` : entries.properties !== undefined ? 'object' : typeOf(entries)
+      out.push(`| \`${path}\` | map of name to ${of} | ${fallbackOf(property, required.has(name))} | ${cell(property.description ?? '')} |`)
+      if (entries.properties !== undefined && shapes === undefined) rows(entries, `${path}.<name>.`, out, new Set(entries.required ?? []))
+      continue
+    }
     if (property.type === 'array' && property.items?.properties !== undefined) {
-      out.push(`| \`${path}\` | array | required | ${cell(property.description ?? '')} |`)
+      out.push(`| \`${path}\` | array | ${fallbackOf(property, required.has(name))} | ${cell(property.description ?? '')} |`)
       rows(property.items, `${path}[].`, out, new Set(property.items.required ?? []))
       continue
     }
-    const fallback = property.default !== undefined ? `\`${JSON.stringify(property.default)}\`` : required.has(name) ? 'required' : 'none'
-    out.push(`| \`${path}\` | ${typeOf(property)} | ${fallback} | ${cell(property.description ?? '')} |`)
+    out.push(`| \`${path}\` | ${typeOf(property)} | ${fallbackOf(property, required.has(name))} | ${cell(property.description ?? '')} |`)
   }
 }
 

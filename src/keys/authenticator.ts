@@ -1,6 +1,5 @@
 import { LRUCache } from 'lru-cache'
-import { ApiError } from '../contract/errors.js'
-import { unauthorized, type KeyVerifier } from '../pipeline/authentication.js'
+import { ApiError, unauthorized } from '../contract/errors.js'
 import { digestKey, keyMode } from './format.js'
 import type { Principal } from './principal.js'
 import type { KeyRecord, KeyStore } from './store.js'
@@ -8,6 +7,11 @@ import type { KeyRecord, KeyStore } from './store.js'
 // The hot path of authentication: a key with a bad checksum never reaches Redis; a known
 // key (or a known miss) is answered from this instance's cache; changes published by the
 // key tool evict the cached copy on every instance at once.
+
+/** Turns a presented key into its principal, or throws the 401/403/503 ApiError. */
+export interface KeyVerifier {
+  verify(key: string): Promise<Principal>
+}
 
 interface CachedKey {
   /** Null remembers that no such key exists. */

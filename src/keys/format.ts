@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { crc32 } from 'node:zlib'
-import type { KeyMode } from '../properties/source.js'
+import type { KeyMode } from './principal.js'
 
 // API key format: `svc_live_` or `svc_test_`, 22 base62 characters of randomness (131 bits),
 // then 6 base62 characters of CRC32 over everything before them. The checksum lets the

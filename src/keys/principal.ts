@@ -1,4 +1,5 @@
-import type { KeyMode } from '../properties/source.js'
+/** `svc_live_` keys reach live data, `svc_test_` keys only sandboxes (decisions 9). */
+export type KeyMode = 'live' | 'test'
 
 /** Who is calling, as authentication established it; later stages read it. */
 export interface Principal {

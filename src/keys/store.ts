@@ -1,6 +1,6 @@
 import { Cluster } from 'ioredis'
 import type { RedisClient } from '../redis.js'
-import type { KeyMode } from '../properties/source.js'
+import type { KeyMode } from './principal.js'
 import { digestKey, generateKey, generateKeyId } from './format.js'
 
 // API-key records, stored under the SHA-256 digest of the key, never the key.

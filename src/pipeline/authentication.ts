@@ -1,22 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { ApiError } from '../contract/errors.js'
-import type { Principal } from '../keys/principal.js'
-import type { Brand } from './brands.js'
+import { ApiError, unauthorized } from '../contract/errors.js'
+import type { Brand } from '../http/brands.js'
+import type { KeyVerifier } from '../keys/authenticator.js'
 
 // Step 4 of decisions 1: who is calling, and may they call this brand's host?
-// Every 401 carries `WWW-Authenticate: Bearer` (RFC 6750 3); one place builds them all.
-
-/** Turns a presented key into its principal, or throws the 401/403/503 ApiError. */
-export interface KeyVerifier {
-  verify(key: string): Promise<Principal>
-}
-
-const CHALLENGE = { 'www-authenticate': 'Bearer' } as const
-
-/** Failures of authentication proper: 401 with the Bearer challenge. */
-export function unauthorized(code: 'MISSING_AUTH_HEADER' | 'INVALID_AUTH_HEADER' | 'INVALID_API_KEY' | 'API_KEY_EXPIRED', detail: string): ApiError {
-  return new ApiError(code, detail, { headers: CHALLENGE })
-}
 
 // RFC 6750 2.1: the scheme is case-insensitive; b64token characters only after one space.
 const BEARER = /^bearer ([A-Za-z0-9\-._~+/]+=*)$/i

@@ -27,6 +27,8 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined) {
       correlationId: request.correlationId,
       keyId: request.principal?.keyId ?? null,
       brand: request.brand?.id ?? null,
+      upstream: request.upstreamName,
+      upstreamStatus: request.upstreamStatus,
       upstreamMs: request.upstreamMs === null ? null : Math.round(request.upstreamMs * 1000) / 1000,
       cache: request.cacheResult,
     }, 'request')

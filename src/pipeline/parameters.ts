@@ -1,21 +1,19 @@
-import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
+import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/policy.js'
 
-// Step 6 of decisions 1, with the rules of decisions 3: query parameters are plain digits
-// within a range, given once; unknown names are refused with a suggestion; path ids are UUIDs.
-
-export interface IntegerRule {
-  min: number
-  max: number
-  default: number
-}
-
-export type QuerySpec = Record<string, IntegerRule>
-
-export type ParamsSpec = Record<string, 'uuid'>
+// Step 6 of decisions 1, with the rules of decisions 3 for every route's own allow-list:
+// integers are plain digits within a range, every parameter is given once, unknown names are
+// refused with a suggestion; path parameters are UUIDs or plain strings.
 
 const DIGITS = /^[0-9]+$/
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
+export const PLAIN_STRING = /^[A-Za-z0-9._~-]{1,128}$/
+
+export type QueryValue = number | string | boolean | readonly string[]
+
+/** Validated query values, defaults filled in. */
+export type ParsedQuery = Record<string, QueryValue>
 
 function fold(name: string): string {
   return name.toLowerCase().replace(/[-_]/g, '')
@@ -32,33 +30,39 @@ function unknownParameter(name: string, known: string[]): FieldError {
   }
 }
 
-function checkInteger(name: string, value: unknown, rule: IntegerRule): FieldError | number {
-  if (Array.isArray(value)) return { field: name, code: 'INVALID_FORMAT', detail: 'Give this parameter once.' }
-  if (typeof value !== 'string' || !DIGITS.test(value)) {
-    return { field: name, code: 'INVALID_FORMAT', detail: 'Must be a whole number written with digits only.' }
-  }
-  const number = Number(value)
-  if (number < rule.min || number > rule.max) {
-    return { field: name, code: 'OUT_OF_RANGE', detail: `Must be between ${rule.min} and ${rule.max}.` }
-  }
-  return number
+function quoted(values: readonly string[]): string {
+  return values.map((v) => `'${v}'`).join(', ')
 }
 
-/** Validated query values, defaults filled in. */
-export type ParsedQuery = Record<string, number>
-
-/** Step 6 for a route, with its query and path rules. */
-export function parametersStage(config: FastifyContextConfig) {
-  const query = config.query ?? {}
-  const params = config.params ?? {}
-  return function checkParameters(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-    try {
-      request.parsedQuery = parseQuery(request.query as Record<string, unknown>, query)
-      checkParams(request.params as Record<string, string>, params)
-    } catch (error) {
-      return done(error as Error)
+/** The value of one parameter, or the field error that refuses it. */
+function checkValue(name: string, value: unknown, rule: QueryRule): FieldError | QueryValue {
+  if (Array.isArray(value)) return { field: name, code: 'INVALID_FORMAT', detail: 'Give this parameter once.' }
+  const text = typeof value === 'string' ? value : ''
+  switch (rule.type) {
+    case 'integer': {
+      if (!DIGITS.test(text)) return { field: name, code: 'INVALID_FORMAT', detail: 'Must be a whole number written with digits only.' }
+      const number = Number(text)
+      if (number < rule.min || number > rule.max) return { field: name, code: 'OUT_OF_RANGE', detail: `Must be between ${rule.min} and ${rule.max}.` }
+      return number
     }
-    done()
+    case 'string':
+      if (text.length === 0 || text.length > rule.maxLength) return { field: name, code: 'INVALID_FORMAT', detail: `Must be 1 to ${rule.maxLength} characters.` }
+      return text
+    case 'enum':
+      if (!rule.values.includes(text)) return { field: name, code: 'INVALID_ENUM_VALUE', detail: `Must be one of ${quoted(rule.values)}.` }
+      return text
+    case 'list': {
+      const items = text.split(',')
+      if (items.some((item) => item === '') || new Set(items).size !== items.length) {
+        return { field: name, code: 'INVALID_FORMAT', detail: `Give a comma-separated list of ${quoted(rule.values)}, each at most once.` }
+      }
+      const unknown = items.find((item) => !rule.values.includes(item))
+      if (unknown !== undefined) return { field: name, code: 'INVALID_ENUM_VALUE', detail: `'${unknown}' is not one of ${quoted(rule.values)}.` }
+      return items
+    }
+    case 'boolean':
+      if (text !== 'true' && text !== 'false') return { field: name, code: 'INVALID_FORMAT', detail: "Must be 'true' or 'false'." }
+      return text === 'true'
   }
 }
 
@@ -76,15 +80,15 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
   const parsed: ParsedQuery = {}
   const errors: FieldError[] = []
   for (const name of known) {
-    const rule = spec[name] as IntegerRule
+    const rule = spec[name] as QueryRule
     const value = query[name]
     if (value === undefined) {
-      parsed[name] = rule.default
+      if (rule.type === 'integer' && rule.default !== undefined) parsed[name] = rule.default
       continue
     }
-    const result = checkInteger(name, value, rule)
-    if (typeof result === 'number') parsed[name] = result
-    else errors.push(result)
+    const result = checkValue(name, value, rule)
+    if (typeof result === 'object' && !Array.isArray(result)) errors.push(result as FieldError)
+    else parsed[name] = result as QueryValue
   }
   if (errors.length > 0) {
     throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${errors.map((e) => `'${e.field}'`).join(', ')}.`, { errors })
@@ -92,12 +96,33 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
   return parsed
 }
 
-function checkParams(params: Record<string, string>, spec: ParamsSpec): void {
-  for (const [name, kind] of Object.entries(spec)) {
-    if (kind === 'uuid' && !UUID.test(params[name] ?? '')) {
-      throw new ApiError('INVALID_PATH_PARAMETER', `'${name}' must be a UUID.`, {
-        errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must be a UUID such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10.' }],
-      })
+function paramProblem(name: string, rule: PathParamRule, value: string): ApiError | undefined {
+  if (rule.type === 'uuid') {
+    if (UUID.test(value)) return undefined
+    return new ApiError('INVALID_PATH_PARAMETER', `'${name}' must be a UUID.`, {
+      errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must be a UUID such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10.' }],
+    })
+  }
+  if (PLAIN_STRING.test(value)) return undefined
+  return new ApiError('INVALID_PATH_PARAMETER', `'${name}' is not a valid identifier.`, {
+    errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -.' }],
+  })
+}
+
+/** Step 6 for a route, with its query and path rules. */
+export function parametersStage(query: QuerySpec, params: ParamsSpec) {
+  const paramRules = Object.entries(params)
+  return function checkParameters(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+    try {
+      request.parsedQuery = parseQuery(request.query as Record<string, unknown>, query)
+      const values = request.params as Record<string, string>
+      for (const [name, rule] of paramRules) {
+        const problem = paramProblem(name, rule, values[name] ?? '')
+        if (problem !== undefined) throw problem
+      }
+    } catch (error) {
+      return done(error as Error)
     }
+    done()
   }
 }

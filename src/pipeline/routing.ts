@@ -1,13 +1,12 @@
-import type { FastifyContextConfig, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
 import { pathOf } from '../contract/problem.js'
-import type { RouteIndex } from './route-index.js'
+import { MAX_URL_LENGTH } from '../http/limits.js'
+import type { RouteIndex } from '../http/route-index.js'
 
 // Step 1 of decisions 1: the route. Unknown host or path 404, trailing slash and wrong
 // case 400, other method 405 with Allow, oversize target 414.
 
-/** Node refuses request heads over 16 KiB (431); the target alone stops at 8 KiB. */
-export const MAX_URL_LENGTH = 8192
 
 function checkUrlLength(request: FastifyRequest): void {
   if (request.url.length > MAX_URL_LENGTH) {
@@ -46,12 +45,14 @@ function explainMiss(request: FastifyRequest, index: RouteIndex): ApiError {
   }
 }
 
-/** Step 1 for a matched route (`url`), with that route's config. */
-export function routingStage(index: RouteIndex, url: string, config: FastifyContextConfig) {
-  const brandScoped = config.brandScoped === true
-  const hasParameters = url.includes(':')
+/**
+ * Step 1 for a matched route, named `label` in logs and metrics; a brand-scoped route answers
+ * only on a brand's host.
+ */
+export function routingStage(index: RouteIndex, label: string, brandScoped: boolean) {
+  const hasParameters = label.includes(':') || label.includes('{')
   return function route(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-    request.routeUrl = url
+    request.routeUrl = label
     try {
       checkUrlLength(request)
       resolveBrand(request)

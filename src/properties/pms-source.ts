@@ -6,13 +6,14 @@ import type { CallContext, PmsClient } from '../upstream/pms-client.js'
 import { parseHotel } from '../upstream/pms-record.js'
 import type { CacheResult, ReadCache } from './cache.js'
 import { toProperty } from './mapping.js'
-import type { KeyMode, ListScope, PropertyPage, PropertyRecord, PropertySource, SourceContext } from './source.js'
+import type { KeyMode } from '../keys/principal.js'
+import type { ListScope, PropertyPage, PropertyRecord, PropertySource, SourceContext } from './source.js'
 
 // Properties read from the PMS through the read cache. What is cached is the PMS's answer
 // (mapped), never an authorisation verdict: the routes decide access on every request.
 
-/** One PMS with its own client, breaker and cache entries. */
-export interface Upstream {
+/** One PMS with its own client (and so breaker) and cache entries. */
+export interface PmsUpstream {
   client: PmsClient
   cache: ReadCache
 }
@@ -30,7 +31,7 @@ function byCreatedThenId(a: Property, b: Property): number {
 }
 
 export class PmsPropertySource implements PropertySource {
-  constructor(private readonly upstreams: Record<KeyMode, Upstream>) {}
+  constructor(private readonly upstreams: Record<KeyMode, PmsUpstream>) {}
 
   async get(id: string, context: SourceContext): Promise<PropertyRecord | undefined> {
     const upstream = this.upstreams[context.mode]
@@ -75,7 +76,7 @@ export class PmsPropertySource implements PropertySource {
     return { items: start >= active.length ? [] : active.slice(start, start + perPage), total: active.length }
   }
 
-  private async loadActive(upstream: Upstream, chainCode: string, query: Record<string, string>, context: SourceContext): Promise<PropertyPage> {
+  private async loadActive(upstream: PmsUpstream, chainCode: string, query: Record<string, string>, context: SourceContext): Promise<PropertyPage> {
     const list = await upstream.client.listHotels({ chain_code: chainCode, lifecycle: 'LIVE', ...query }, this.callContext(context))
     const items = list.results.map((value) => {
       const hotel = parseHotel(upstream.client.name, value)
@@ -91,7 +92,7 @@ export class PmsPropertySource implements PropertySource {
     return { requestId: context.requestId, trace: context.trace }
   }
 
-  private async read<T>(upstream: Upstream, key: string, context: SourceContext, load: () => Promise<T>): Promise<T> {
+  private async read<T>(upstream: PmsUpstream, key: string, context: SourceContext, load: () => Promise<T>): Promise<T> {
     const started = performance.now()
     let loaded = false
     try {
@@ -112,10 +113,10 @@ export class PmsPropertySource implements PropertySource {
   }
 
   /** Every upstream failure as the partner sees it (decisions 5); `detail` never quotes the PMS. */
-  private normalise(error: unknown, upstream: Upstream): ApiError {
+  private normalise(error: unknown, upstream: PmsUpstream): ApiError {
     if (error instanceof ApiError) return error
     if (error instanceof UpstreamError && error.kind === 'unavailable') {
-      const retryAfter = upstream.client.state === 'open' ? upstream.client.retryAfterSeconds() : error.retryAfter ?? 1
+      const retryAfter = upstream.client.upstream.retryAfterOf(error)
       return new ApiError('SERVICE_UNAVAILABLE', `Property data is temporarily unavailable; retry in ${retryAfter} second${retryAfter === 1 ? '' : 's'}.`, {
         retryAfter, cause: error,
       })

@@ -1,10 +1,9 @@
 import type { Property } from '../contract/property.js'
-import type { TraceContext } from '../pipeline/trace.js'
+import type { TraceContext } from '../http/trace.js'
+import type { KeyMode } from '../keys/principal.js'
 
 // What the properties routes ask for. The PMS-backed source (pms-source.ts) is the real
 // one; tests may give an in-memory one.
-
-export type KeyMode = 'live' | 'test'
 
 /** A property with the chain it belongs to, which never leaves the gateway. */
 export interface PropertyRecord {

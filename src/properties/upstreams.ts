@@ -1,46 +1,48 @@
 import type { Dispatcher } from 'undici'
 import type { Config, UpstreamTarget } from '../config.js'
+import type { KeyMode } from '../keys/principal.js'
 import type { UpstreamOutcome } from '../upstream/errors.js'
 import { PmsClient } from '../upstream/pms-client.js'
+import { Upstream } from '../upstream/upstream.js'
 import { ReadCache, type CacheResult } from './cache.js'
-import type { Upstream } from './pms-source.js'
-import type { KeyMode } from './source.js'
+import type { PmsUpstream } from './pms-source.js'
 
-// `svc_live_` keys read from PMS_URL; `svc_test_` keys from PMS_SANDBOX_URL with its own
-// token, pool, breaker and cache, or from PMS_URL when no sandbox is configured.
+// The PMS as one named upstream: `svc_live_` keys read from PMS_URL (`pms`); `svc_test_` keys
+// from PMS_SANDBOX_URL (`pmsSandbox`) with its own token, pool, breaker and cache, or from
+// PMS_URL when no sandbox is configured.
 
 export interface UpstreamHooks {
   dispatcher?: Dispatcher
   onCall?: (upstream: string, outcome: UpstreamOutcome, seconds: number) => void
-  onCache?: (upstream: string, result: CacheResult) => void
+  onCache?: (cache: string, result: CacheResult) => void
 }
 
-export interface NamedUpstream extends Upstream {
+export interface NamedPms extends PmsUpstream {
   name: 'pms' | 'pmsSandbox'
+  /** How /status and the metrics name its read cache. */
+  cacheName: 'properties' | 'propertiesSandbox'
 }
 
-export interface UpstreamSet {
-  byMode: Record<KeyMode, Upstream>
-  all: NamedUpstream[]
+export interface PmsSet {
+  byMode: Record<KeyMode, PmsUpstream>
+  all: NamedPms[]
 }
 
-function build(name: NamedUpstream['name'], target: UpstreamTarget, config: Config, hooks: UpstreamHooks): NamedUpstream {
+function build(name: NamedPms['name'], target: UpstreamTarget, config: Config, hooks: UpstreamHooks): NamedPms {
+  const cacheName = name === 'pms' ? 'properties' : 'propertiesSandbox'
+  const upstream = new Upstream({
+    name, url: target.url, ...config.upstream, breaker: config.breaker, buffered: true,
+    ...(hooks.dispatcher === undefined ? {} : { dispatcher: hooks.dispatcher }),
+  })
   return {
     name,
-    client: new PmsClient({
-      name,
-      url: target.url,
-      token: target.token,
-      ...config.upstream,
-      breaker: config.breaker,
-      ...(hooks.dispatcher === undefined ? {} : { dispatcher: hooks.dispatcher }),
-      observe: (outcome, seconds) => hooks.onCall?.(name, outcome, seconds),
-    }),
-    cache: new ReadCache({ ...config.cache, observe: (result) => hooks.onCache?.(name, result) }),
+    cacheName,
+    client: new PmsClient({ upstream, token: target.token, observe: (outcome, seconds) => hooks.onCall?.(name, outcome, seconds) }),
+    cache: new ReadCache({ ...config.cache, observe: (result) => hooks.onCache?.(cacheName, result) }),
   }
 }
 
-export function createUpstreams(config: Config, hooks: UpstreamHooks = {}): UpstreamSet {
+export function createPmsUpstreams(config: Config, hooks: UpstreamHooks = {}): PmsSet {
   if (config.pms === undefined) throw new Error('PMS_URL is not configured')
   const live = build('pms', config.pms, config, hooks)
   const sandbox = config.pmsSandbox === undefined ? undefined : build('pmsSandbox', config.pmsSandbox, config, hooks)

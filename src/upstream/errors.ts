@@ -9,6 +9,8 @@ export type UpstreamFailure =
 
 export type UpstreamOutcome = 'success' | 'not_found' | 'timeout' | 'connection_error' | 'server_error' | 'throttled'
   | 'bad_response' | 'circuit_open' | 'overloaded'
+  /** A declared service answered a problem+json 4xx, passed on to the partner. */
+  | 'client_error'
 
 export class UpstreamError extends Error {
   constructor(

@@ -9,6 +9,7 @@ import { captureLogs } from '../helpers/logs.js'
 import { MemorySource } from '../helpers/memory-source.js'
 import { expectProblem } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
+import { contractChecked } from '../helpers/contract.js'
 
 const METRICS = [
   'gateway_http_requests_total', 'gateway_http_request_duration_seconds', 'gateway_upstream_requests_total',
@@ -123,6 +124,7 @@ describe('load shedding', () => {
       keys: new FakeKeys({}),
       properties: new MemorySource([]),
     })
+    contractChecked(app)
     await app.ready()
     try {
       const shed = await eventually(async () => {

@@ -1,5 +1,6 @@
 import type { Principal } from '../../src/keys/principal.js'
-import { unauthorized, type KeyVerifier } from '../../src/pipeline/authentication.js'
+import { unauthorized } from '../../src/contract/errors.js'
+import type { KeyVerifier } from '../../src/keys/authenticator.js'
 
 /** A key verifier at the pipeline's edge, for tests of stages that are not about keys. */
 export class FakeKeys implements KeyVerifier {

@@ -6,6 +6,7 @@ import { createGateway, type Gateway, type GatewayOptions } from '../../src/gate
 import { RedisKeyStore, type NewKey } from '../../src/keys/store.js'
 import { MockPms } from '../../mocks/pms/server.js'
 import { ACME_HOST, testConfig } from './config.js'
+import { checkAnswer } from './contract.js'
 import { captureLogs } from './logs.js'
 import { REDIS_URL, removePrefix, testPrefix } from './redis.js'
 
@@ -30,6 +31,7 @@ export class TestGateway {
   static async start(options: {
     config?: Partial<FileConfig>
     sandbox?: boolean
+    env?: NodeJS.ProcessEnv
     pms?: MockPms
     pmsUrl?: string
     gateway?: Partial<GatewayOptions>
@@ -38,6 +40,7 @@ export class TestGateway {
     const sandbox = options.sandbox === true ? await new MockPms({ token: 'sandbox-token', seed: 99 }).listen() : undefined
     const t = new TestGateway(pms, sandbox)
     const env: NodeJS.ProcessEnv = { REDIS_URL, REDIS_PREFIX: t.prefix, PMS_URL: options.pmsUrl ?? pms.url, PMS_TOKEN }
+    Object.assign(env, options.env)
     if (sandbox !== undefined) Object.assign(env, { PMS_SANDBOX_URL: sandbox.url, PMS_SANDBOX_TOKEN: 'sandbox-token' })
     t.gateway = await createGateway({ config: testConfig(options.config ?? {}, env), logger: t.logs.logger, ...options.gateway })
     await t.gateway.app.listen({ port: 0, host: '127.0.0.1' })
@@ -59,7 +62,9 @@ export class TestGateway {
     const all: Record<string, string> = { host: ACME_HOST, 'user-agent': 'facade-test/1.0', ...headers }
     if (key !== undefined) all.authorization = `Bearer ${key}`
     const res = await request(`${this.url}${path}`, { headers: all })
-    return { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+    const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+    checkAnswer('GET', path, answer, this.gateway.app.gatewayConfig)
+    return answer
   }
 
   async close(): Promise<void> {

@@ -240,13 +240,6 @@ describe('upstream failures (decisions 5)', () => {
     await unavailable('1')
   })
 
-  it('answers too many calls in flight with 503 at once', async () => {
-    t.pms.setFailure({ mode: 'latency', latencyMs: 200 })
-    const answersNow = await Promise.all(Array.from({ length: 4 }, async () => t.get(`/v1/properties/${nextId()}`, key)))
-    const statuses = answersNow.map((a) => remember(a).statusCode).sort()
-    expect(statuses).toEqual([404, 404, 503, 503])
-  })
-
   it('answers a non-JSON 200 with 500', async () => {
     t.pms.setFailure({ mode: 'non-json', times: 1 })
     await internal()
@@ -288,6 +281,31 @@ describe('upstream failures (decisions 5)', () => {
   })
 })
 
+describe('calls in flight', () => {
+  let t: TestGateway
+  let key: string
+  let n = 0
+  const nextId = () => `00000000-0000-4000-8000-1${String((n += 1)).padStart(11, '0')}`
+  // A deadline far above the PMS's delay: what is tested is the bound, not a race with the clock.
+  beforeAll(async () => {
+    t = await TestGateway.start({ config: { upstream: { timeoutMs: 10_000, connections: 8, retries: 1, maxInFlight: 2 } } })
+    key = await t.key()
+  })
+  afterAll(async () => t.close())
+
+  it('answers too many calls in flight with 503 at once', async () => {
+    t.pms.setFailure({ mode: 'latency', latencyMs: 1500 })
+    // Two calls reach the PMS and wait there; the next two find the bound full.
+    const first = [t.get(`/v1/properties/${nextId()}`, key), t.get(`/v1/properties/${nextId()}`, key)]
+    expect(await eventually(async () => t.pms.received.length === 2, 10_000)).toBe(true)
+    const refused = await Promise.all([t.get(`/v1/properties/${nextId()}`, key), t.get(`/v1/properties/${nextId()}`, key)])
+    const answersNow = [...await Promise.all(first), ...refused]
+    t.pms.setFailure(undefined)
+    const statuses = answersNow.map((a) => remember(a).statusCode).sort()
+    expect(statuses).toEqual([404, 404, 503, 503])
+  })
+})
+
 describe('the circuit breaker', () => {
   let t: TestGateway
   let key: string
@@ -304,7 +322,7 @@ describe('the circuit breaker', () => {
     t.pms.setFailure({ mode: 'html-5xx', status: 503 })
     const failed = []
     for (let i = 0; i < 4; i += 1) failed.push(remember(await t.get(`/v1/properties/${id}`, key)))
-    const client = t.gateway.upstreams?.all[0]?.client
+    const client = t.gateway.upstreams?.all[0]?.client.upstream
     expect({ state: client?.state, statuses: failed.map((r) => r.statusCode), stats: client?.breaker.stats })
       .toMatchObject({ state: 'open', statuses: [503, 503, 503, 503] })
     const before = t.pms.received.length
@@ -315,7 +333,7 @@ describe('the circuit breaker', () => {
 
     t.pms.setFailure(undefined)
     expect(await eventually(async () => remember(await t.get(`/v1/properties/${id}`, key)).statusCode === 200, 4000, 100)).toBe(true)
-    expect(t.gateway.upstreams?.all[0]?.client.state).toBe('closed')
+    expect(t.gateway.upstreams?.all[0]?.client.upstream.state).toBe('closed')
   })
 })
 

@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseAllDocuments } from 'yaml'
 import { describe, expect, it } from 'vitest'
@@ -45,7 +46,11 @@ describe('deploy/kubernetes', () => {
   })
 
   it('sets an environment the gateway accepts, with the config file from the ConfigMap', () => {
-    expect(envSchema.safeParse(env).success).toBe(true)
+    // What `npm start` checks, with the Secret's values and the ConfigMap as the file.
+    const file = join(mkdtempSync(join(tmpdir(), 'gw-k8s-')), 'config.json')
+    writeFileSync(file, configMap.data['config.json'])
+    const started = loadConfig({ ...env, ...one('Secret').stringData, CONFIG_FILE: file }, { requirePms: true, requireTokens: true })
+    expect(started.redisSentinel?.sentinels).toHaveLength(3)
     const mount = container.volumeMounts.find((m: { name: string }) => m.name === 'config')
     const volume = pod.volumes.find((v: { name: string }) => v.name === 'config')
     expect(volume.configMap.name).toBe(configMap.metadata.name)
@@ -60,7 +65,7 @@ describe('deploy/kubernetes', () => {
   it('takes the tokens from the Secret, as placeholders', () => {
     const secret = one('Secret')
     expect(container.envFrom).toEqual([{ secretRef: { name: secret.metadata.name } }])
-    expect(Object.keys(secret.stringData).sort()).toEqual(['PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL'])
+    expect(Object.keys(secret.stringData).sort()).toEqual(['PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL', 'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN'])
     for (const value of Object.values(secret.stringData)) expect(String(value)).toContain('replace-me')
     // No token in the Deployment itself.
     expect(Object.keys(env).filter((name) => /TOKEN|PASSWORD/.test(name))).toEqual([])

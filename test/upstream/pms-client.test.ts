@@ -1,7 +1,8 @@
 import { MockAgent } from 'undici'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { UpstreamError, type UpstreamOutcome } from '../../src/upstream/errors.js'
-import { PmsClient, type PmsClientOptions } from '../../src/upstream/pms-client.js'
+import { PmsClient } from '../../src/upstream/pms-client.js'
+import { Upstream, type UpstreamOptions } from '../../src/upstream/upstream.js'
 
 // The PMS client at its edge: undici's MockAgent stands in for the network (nock does not
 // see undici's own dispatchers).
@@ -24,12 +25,14 @@ afterEach(async () => {
   await agent.close()
 })
 
-function client(overrides: Partial<PmsClientOptions> = {}): PmsClient {
-  return new PmsClient({
-    name: 'pms', url: ORIGIN, token: 'secret-token', timeoutMs: 200, connections: 4, retries: 1, maxInFlight: 16,
+/** The PMS client on an upstream with the PMS's resilience, over the mock agent. */
+function client(overrides: Partial<UpstreamOptions> = {}): PmsClient {
+  const upstream = new Upstream({
+    name: 'pms', url: ORIGIN, timeoutMs: 200, connections: 4, retries: 1, maxInFlight: 16, buffered: true,
     breaker: { errorThresholdPercentage: 50, volumeThreshold: 4, resetTimeoutMs: 30_000, rollingCountTimeoutMs: 10_000 },
-    dispatcher: agent, observe: (outcome) => outcomes.push(outcome), ...overrides,
+    dispatcher: agent, ...overrides,
   })
+  return new PmsClient({ upstream, token: 'secret-token', observe: (outcome) => outcomes.push(outcome) })
 }
 
 const pool = () => agent.get(ORIGIN)
@@ -114,16 +117,16 @@ describe('PMS client', () => {
     const c = client()
     pool().intercept({ path, method: 'GET' }).reply(404, {}).times(6)
     for (let i = 0; i < 6; i += 1) await c.getHotel(HOTEL.hotel_uuid, context)
-    expect(c.state).toBe('closed')
+    expect(c.upstream.state).toBe('closed')
     pool().intercept({ path, method: 'GET' }).reply(503, '<html/>').persist()
-    for (let i = 0; i < 20 && c.state === 'closed'; i += 1) await c.getHotel(HOTEL.hotel_uuid, context).catch(() => undefined)
+    for (let i = 0; i < 20 && c.upstream.state === 'closed'; i += 1) await c.getHotel(HOTEL.hotel_uuid, context).catch(() => undefined)
     // 6 answered 404s count as successes: the 7th failure is the first above 50 %.
-    expect(c.state).toBe('open')
+    expect(c.upstream.state).toBe('open')
     expect(outcomes.filter((o) => o === 'server_error')).toHaveLength(7)
     const error = await failure(c.getHotel(HOTEL.hotel_uuid, context))
     expect({ kind: error.kind, outcome: error.outcome, retryAfter: error.retryAfter }).toEqual({ kind: 'unavailable', outcome: 'circuit_open', retryAfter: 30 })
     expect(outcomes.filter((o) => o === 'server_error')).toHaveLength(7)
-    await c.close()
+    await c.upstream.close()
   })
 
   it('refuses at once beyond the calls it may have in flight', async () => {

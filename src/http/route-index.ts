@@ -62,6 +62,12 @@ export class RouteIndex {
     return undefined
   }
 
+  /** The Allow header of the route at exactly `path`, if there is one. */
+  allowFor(path: string): string | undefined {
+    const route = this.find(path, 'exact')
+    return route === undefined ? undefined : this.allowOf(route)
+  }
+
   private allowOf(route: IndexedRoute): string {
     const methods = [...route.methods]
     if (methods.includes('GET') && !methods.includes('HEAD')) methods.push('HEAD')

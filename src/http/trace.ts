@@ -62,3 +62,10 @@ export function traceFromHeaders(traceparent: string | string[] | undefined, tra
 export function outgoingTraceparent(trace: TraceContext): string {
   return `00-${trace.traceId}-${newSpanId()}-${trace.flags}`
 }
+
+/** The trace headers of a call we make (W3C: tracestate goes along with its traceparent). */
+export function outgoingTraceHeaders(trace: TraceContext): Record<string, string> {
+  const headers: Record<string, string> = { traceparent: outgoingTraceparent(trace) }
+  if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate
+  return headers
+}

@@ -4,7 +4,8 @@ import { ApiError, type ErrorCode } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
 import { buildProblem, PROBLEM_CONTENT_TYPE } from '../contract/problem.js'
 import { generateRequestId } from './request-context.js'
-import { MAX_URL_LENGTH } from './routing.js'
+import { MAX_URL_LENGTH } from './limits.js'
+import type { RouteIndex } from './route-index.js'
 
 // Requests that Node's HTTP parser refuses never reach Fastify's routes or hooks; this
 // answers them on the socket itself, still as problem+json with a request id (decisions 1).
@@ -14,10 +15,10 @@ interface ParserError extends Error {
   rawPacket?: unknown
 }
 
-function classify(error: ParserError, requestLine: string | undefined): { code: ErrorCode; detail: string } {
+function classify(error: ParserError, requestLine: string | undefined, allow: string): { code: ErrorCode; detail: string } {
   switch (error.code) {
     case 'HPE_INVALID_METHOD':
-      return { code: 'METHOD_NOT_ALLOWED', detail: 'The request method is not supported; this API supports GET and HEAD.' }
+      return { code: 'METHOD_NOT_ALLOWED', detail: `The request method is not supported; this endpoint supports ${allow}.` }
     case 'HPE_HEADER_OVERFLOW':
       return requestLine === undefined || requestLine.length > MAX_URL_LENGTH
         ? { code: 'URI_TOO_LONG', detail: `The request target is longer than ${MAX_URL_LENGTH} characters.` }
@@ -34,7 +35,7 @@ function firstLine(packet: unknown): string | undefined {
   return end === -1 ? undefined : packet.subarray(0, end).toString('latin1')
 }
 
-export function clientErrorHandler(docsUrl: string) {
+export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
   return function onClientError(error: ParserError, socket: Socket): void {
     if (error.code === 'ECONNRESET' || error.code === 'ERR_HTTP_REQUEST_TIMEOUT' || !socket.writable) {
       socket.destroy()
@@ -42,9 +43,10 @@ export function clientErrorHandler(docsUrl: string) {
     }
     const requestLine = firstLine(error.rawPacket)
     const [method = '', target = ''] = (requestLine ?? '').split(' ')
-    const { code, detail } = classify(error, requestLine)
-    const requestId = generateRequestId()
     const instance = target.startsWith('/') && target.length <= MAX_URL_LENGTH ? target.split('?')[0] ?? '' : ''
+    const allow = routes.allowFor(instance) ?? 'GET, HEAD'
+    const { code, detail } = classify(error, requestLine, allow)
+    const requestId = generateRequestId()
     const problem = new ApiError(code, detail)
     const body = method === 'HEAD' ? '' : JSON.stringify(buildProblem(problem, docsUrl, instance, requestId))
     const head = [
@@ -53,7 +55,7 @@ export function clientErrorHandler(docsUrl: string) {
       `content-length: ${Buffer.byteLength(body)}`,
       `${HEADER_REQUEST_ID}: ${requestId}`,
       ...Object.entries(COMMON_HEADERS).map(([name, value]) => `${name}: ${value}`),
-      ...(code === 'METHOD_NOT_ALLOWED' ? ['allow: GET, HEAD'] : []),
+      ...(code === 'METHOD_NOT_ALLOWED' ? [`allow: ${allow}`] : []),
       'connection: close',
     ]
     socket.end(`${head.join('\r\n')}\r\n\r\n${body}`)

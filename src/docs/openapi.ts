@@ -1,0 +1,384 @@
+import { z } from 'zod'
+import type { BrandConfig } from '../config.js'
+import { errorCatalog, fieldErrorCodes, kebabCode, type ErrorCode } from '../contract/errors.js'
+import { problemJsonSchema, type ProblemDetails } from '../contract/problem.js'
+import { propertySchema, UTC_MILLIS } from '../contract/property.js'
+import { OK, UNHEALTHY } from '../health.js'
+import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
+import { USER_AGENT, UUID } from '../pipeline/headers.js'
+import { PLAIN_STRING } from '../pipeline/parameters.js'
+import { BODY_METHODS, builtInRoutes, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
+import { whenItHappens } from './error-text.js'
+
+// The OpenAPI 3.1 document of the public API, built from the code: the route policies (the
+// built-in ones and the config file's declared routes), the error catalog, the Property zod
+// schema and the problem body's schema. `npm run docs` writes it to site/openapi.json; the
+// contract test checks every answer the integration tests receive against it.
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
+export type JsonObject = { [key: string]: Json }
+
+export interface DocumentSource {
+  docsUrl: string
+  brands: readonly Pick<BrandConfig, 'id' | 'hosts'>[]
+  /** The declared routes of the config file (built-in routes are always in). */
+  routes: readonly RoutePolicy[]
+}
+
+const ref = (kind: string, name: string): JsonObject => ({ $ref: `#/components/${kind}/${name}` })
+const schemaRef = (name: string): JsonObject => ref('schemas', name)
+
+/** zod's nullable scalars (`anyOf` of a type and null) as type lists: the 3.1 way, no `nullable`. */
+function typeLists(schema: JsonObject): JsonObject {
+  const out: JsonObject = {}
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === '$schema') continue
+    if (key === 'properties' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      out.properties = Object.fromEntries(Object.entries(value).map(([name, property]) => [name, typeLists(property as JsonObject)]))
+      continue
+    }
+    if (key === 'anyOf' && Array.isArray(value) && value.every((b) => b !== null && typeof b === 'object' && !Array.isArray(b) && typeof b.type === 'string')) {
+      const branches = value as JsonObject[]
+      const merged: JsonObject = {}
+      for (const branch of branches) Object.assign(merged, branch)
+      merged.type = branches.map((b) => b.type as string)
+      Object.assign(out, merged)
+      continue
+    }
+    out[key] = value
+  }
+  return out
+}
+
+export function propertyJsonSchema(): JsonObject {
+  return typeLists(z.toJSONSchema(propertySchema, { target: 'draft-2020-12', io: 'output' }) as JsonObject)
+}
+
+function problemSchema(): JsonObject {
+  const base = JSON.parse(JSON.stringify(problemJsonSchema)) as JsonObject & { properties: Record<string, JsonObject> }
+  const errorsItems = base.properties.errors?.items as JsonObject & { properties: Record<string, JsonObject> }
+  return {
+    ...base,
+    description: 'RFC 9457 problem details; every field is always present. Branch on `code`.',
+    additionalProperties: false,
+    properties: {
+      ...base.properties,
+      type: { type: 'string', format: 'uri', description: '`{docsUrl}/errors/<code in kebab-case>`: the page that explains the code' },
+      title: { type: 'string', description: 'The fixed title of the code' },
+      status: { type: 'integer', minimum: 400, maximum: 599 },
+      detail: { type: 'string', description: 'What went wrong with this request' },
+      moreInfo: { type: 'string', description: 'What to do about it' },
+      instance: { type: 'string', description: 'The request path, without the query string' },
+      code: { type: 'string', pattern: '^[A-Z][A-Z0-9_]*$', description: 'The error code (see the error pages)' },
+      errors: {
+        type: 'array', maxItems: 20, description: 'One entry per bad field, header or parameter',
+        items: { ...errorsItems, additionalProperties: false, properties: { ...errorsItems.properties, code: { type: 'string', enum: [...fieldErrorCodes] } } },
+      },
+      requestId: { type: 'string', description: 'The same value as the `Service-Request-Id` header' },
+      timestamp: { type: 'string', pattern: UTC_MILLIS.source, description: 'UTC, with milliseconds' },
+    },
+  }
+}
+
+function components(): JsonObject {
+  const meta = {
+    requestId: { type: 'string', description: 'The same value as the `Service-Request-Id` header' },
+    timestamp: { type: 'string', pattern: UTC_MILLIS.source, description: 'UTC, with milliseconds' },
+  }
+  const health = (body: string): JsonObject => {
+    const status = (JSON.parse(body) as { status: string }).status
+    return { type: 'object', properties: { status: { const: status } }, required: ['status'], additionalProperties: false, example: JSON.parse(body) as Json }
+  }
+  const header = (description: string, schema: JsonObject): JsonObject => ({ description, schema })
+  return {
+    schemas: {
+      Property: propertyJsonSchema(),
+      ProblemDetails: problemSchema(),
+      Pagination: {
+        type: 'object', additionalProperties: false, required: ['page', 'perPage', 'total'],
+        properties: { page: { type: 'integer', minimum: 1 }, perPage: { type: 'integer', minimum: 1 }, total: { type: 'integer', minimum: 0, description: 'Every item of the collection, on all pages' } },
+      },
+      Meta: { type: 'object', additionalProperties: false, required: ['requestId', 'timestamp'], properties: meta },
+      CollectionMeta: {
+        type: 'object', additionalProperties: false, required: ['requestId', 'timestamp', 'pagination'],
+        properties: { ...meta, pagination: schemaRef('Pagination') },
+      },
+      PropertyResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: schemaRef('Property'), meta: schemaRef('Meta') },
+      },
+      PropertyListResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: { type: 'array', items: schemaRef('Property') }, meta: schemaRef('CollectionMeta') },
+      },
+      ServiceResponse: {
+        type: 'object',
+        description: "The service's own answer, passed on unchanged: an envelope of `data` and `meta`",
+      },
+      HealthOk: health(OK),
+      HealthUnhealthy: health(UNHEALTHY),
+    },
+    headers: {
+      ServiceCorrelationId: header('Your `Service-Correlation-Id`, echoed on successes when you sent one.', { type: 'string', pattern: CORRELATION_ID_PATTERN.source }),
+      RateLimitLimit: header('Requests allowed per window for this key.', { type: 'string', pattern: '^[0-9]+$' }),
+      RateLimitRemaining: header('Requests left in the current window.', { type: 'string', pattern: '^[0-9]+$' }),
+      RateLimitReset: header('Seconds until the window resets.', { type: 'string', pattern: '^[0-9]+$' }),
+    },
+    parameters: {
+      UserAgent: {
+        name: 'User-Agent', in: 'header', required: true,
+        description: 'Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters.',
+        schema: { type: 'string', pattern: USER_AGENT.source },
+      },
+      ServiceCorrelationId: {
+        name: 'Service-Correlation-Id', in: 'header', required: false,
+        description: 'Your own id for this request; echoed on successes.',
+        schema: { type: 'string', pattern: CORRELATION_ID_PATTERN.source },
+      },
+      ServicePropertyId: {
+        name: 'Service-Property-Id', in: 'header', required: true,
+        description: 'The property this request is about (an id from `GET /v1/properties`, any case).',
+        schema: { type: 'string', pattern: UUID.source },
+      },
+      Traceparent: {
+        name: 'traceparent', in: 'header', required: false,
+        description: 'W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error).',
+        schema: { type: 'string' },
+      },
+      Tracestate: {
+        name: 'tracestate', in: 'header', required: false,
+        description: 'W3C Trace Context vendor state; passed along with a valid `traceparent`.',
+        schema: { type: 'string' },
+      },
+    },
+    securitySchemes: {
+      apiKey: { type: 'http', scheme: 'bearer', description: 'Your API key (`svc_live_…` or `svc_test_…`) as a Bearer token.' },
+    },
+  }
+}
+
+function queryParameter(name: string, rule: QueryRule): JsonObject {
+  const base = { name, in: 'query', required: false }
+  switch (rule.type) {
+    case 'integer':
+      return {
+        ...base, description: 'Digits only.',
+        schema: { type: 'integer', minimum: rule.min, maximum: rule.max, ...(rule.default === undefined ? {} : { default: rule.default }) },
+      }
+    case 'string':
+      return { ...base, schema: { type: 'string', minLength: 1, maxLength: rule.maxLength } }
+    case 'enum':
+      return { ...base, schema: { type: 'string', enum: [...rule.values] } }
+    case 'list':
+      return {
+        ...base, style: 'form', explode: false, description: 'Comma-separated, each value at most once.',
+        schema: { type: 'array', items: { type: 'string', enum: [...rule.values] }, minItems: 1, uniqueItems: true },
+      }
+    case 'boolean':
+      return { ...base, schema: { type: 'boolean' } }
+  }
+}
+
+function pathParameter(name: string, type: 'uuid' | 'string'): JsonObject {
+  return type === 'uuid'
+    ? { name, in: 'path', required: true, description: 'A UUID (any case).', schema: { type: 'string', pattern: UUID.source } }
+    : { name, in: 'path', required: true, description: '1 to 128 characters of A-Z a-z 0-9 . _ ~ -', schema: { type: 'string', pattern: PLAIN_STRING.source } }
+}
+
+/** An example problem body of `code`, as the gateway writes it. */
+export function exampleProblem(code: ErrorCode, docsUrl: string, instance: string): ProblemDetails {
+  const spec = errorCatalog[code]
+  return {
+    type: `${docsUrl}/errors/${kebabCode(code)}`,
+    title: spec.title,
+    status: spec.status,
+    detail: whenItHappens[code] ?? spec.title,
+    moreInfo: spec.tip,
+    // A path template's parameters filled in, as a real request's path would be.
+    instance: instance.replace(/\{[^}]+\}/g, '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'),
+    code,
+    errors: [],
+    requestId: 'req_0b1e6c8f5d2a4e7f9a3c1b2d4e6f8a0c',
+    timestamp: '2026-11-21T09:30:00.000Z',
+  }
+}
+
+function headersOf(policy: RoutePolicy, status: number): JsonObject {
+  // A reference takes no `required` beside it: headers every answer carries are written inline.
+  const headers: JsonObject = {
+    'Service-Request-Id': { description: 'Unique id of this request; quote it to support.', required: true, schema: { type: 'string', minLength: 1 } },
+    'X-Content-Type-Options': { description: 'Always `nosniff`.', required: true, schema: { const: 'nosniff' } },
+    'Cache-Control': { description: 'Always `no-store`.', required: true, schema: { const: 'no-store' } },
+  }
+  if (status < 300) headers['Service-Correlation-Id'] = ref('headers', 'ServiceCorrelationId')
+  if (policy.auth) {
+    headers['RateLimit-Limit'] = ref('headers', 'RateLimitLimit')
+    headers['RateLimit-Remaining'] = ref('headers', 'RateLimitRemaining')
+    headers['RateLimit-Reset'] = ref('headers', 'RateLimitReset')
+  }
+  if (status === 429 || status === 503) headers['Retry-After'] = { description: 'Seconds to wait before trying again.', required: true, schema: { type: 'string', pattern: '^[0-9]+$' } }
+  if (status === 401) headers['WWW-Authenticate'] = { description: 'The Bearer challenge (RFC 6750).', required: true, schema: { type: 'string', pattern: '^Bearer' } }
+  if (status === 405) headers.Allow = { description: 'The methods the path takes.', required: true, schema: { type: 'string' } }
+  return headers
+}
+
+function errorLink(code: ErrorCode): string {
+  return `[\`${code}\`](errors/${kebabCode(code)}.html)`
+}
+
+function errorResponse(policy: RoutePolicy, status: number, codes: ErrorCode[], docsUrl: string, passesOn: boolean): JsonObject {
+  const lines = codes.map((code) => `- ${errorLink(code)}: ${errorCatalog[code].title}`)
+  // On a declared route the service may answer this status with a problem of its own.
+  const serviceToo = passesOn && status >= 400 && status < 500 && status !== 401
+  const schema: JsonObject = serviceToo
+    ? schemaRef('ProblemDetails')
+    : { allOf: [schemaRef('ProblemDetails'), { properties: { status: { const: status }, code: { enum: codes } } }] }
+  const examples = Object.fromEntries(codes.map((code) => [code, { summary: errorCatalog[code].title, value: exampleProblem(code, docsUrl, policy.path) as unknown as Json }]))
+  return {
+    description: [...lines, ...(serviceToo ? ['- or a problem of the service behind this route, passed on'] : [])].join('\n'),
+    headers: headersOf(policy, status),
+    content: { 'application/problem+json': { schema, examples } },
+  }
+}
+
+function successResponse(policy: RoutePolicy, method: Method): [string, JsonObject][] {
+  const success = successOf(policy, method)
+  const json = (schema: JsonObject): JsonObject => ({ 'application/json': { schema } })
+  switch (success.kind) {
+    case 'health':
+      return [['200', { description: 'This instance can serve.', headers: headersOf(policy, 200), content: json(schemaRef('HealthOk')) }]]
+    case 'property':
+      return [['200', { description: 'The property.', headers: headersOf(policy, 200), content: json(schemaRef('PropertyResponse')) }]]
+    case 'properties':
+      return [['200', { description: 'One page of the properties, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('PropertyListResponse')) }]]
+    case 'service': {
+      const main: JsonObject = success.status === 204
+        ? { description: 'Done; no body.', headers: headersOf(policy, 204) }
+        : { description: "The service's answer, passed on.", headers: headersOf(policy, success.status), content: json(schemaRef('ServiceResponse')) }
+      return [
+        [String(success.status), main],
+        ...(success.status === 204 ? [] : [['204', { description: 'The service answered with no body; passed on.', headers: headersOf(policy, 204) }] as [string, JsonObject]]),
+        ['2XX', { description: 'Another success of the service, passed on.', headers: headersOf(policy, 200), content: json(schemaRef('ServiceResponse')) }],
+        ['3XX', {
+          description: 'A redirect of the service, passed on; follow `Location` (a public path of this API).',
+          headers: { ...headersOf(policy, 300), Location: { description: 'Where to go: a path of this API.', required: false, schema: { type: 'string', pattern: '^/v1/' } } },
+        }],
+      ]
+    }
+  }
+}
+
+function tagOf(policy: RoutePolicy): string {
+  return (policy.path.split('/')[2] ?? 'api').split('-').map(capital).join(' ')
+}
+
+const VERB: Record<Method, string> = { GET: 'get', POST: 'create', PUT: 'replace', PATCH: 'update', DELETE: 'delete' }
+
+const capital = (word: string): string => word.charAt(0).toUpperCase() + word.slice(1)
+
+/** `listProperties`, `getProperty`, `getHealth`; declared routes: `listGuests`, `updateGuestsByGuestId`. */
+function operationId(policy: RoutePolicy, method: Method): string {
+  const builtIn = Object.entries(builtInRoutes).find(([, p]) => p.path === policy.path)?.[0]
+  if (builtIn !== undefined) return builtIn === 'health' ? 'getHealth' : builtIn
+  const segments = policy.path.split('/').slice(2)
+  const words = segments.map((s) => (s.startsWith('{') ? `By-${s.slice(1, -1)}` : s)).flatMap((s) => s.split('-')).map(capital)
+  const verb = method === 'GET' && !policy.path.endsWith('}') ? 'list' : VERB[method]
+  return `${verb}${words.join('')}`
+}
+
+function summaryOf(policy: RoutePolicy, method: Method): string {
+  const success = successOf(policy, method)
+  if (success.kind === 'health') return 'Health of this instance'
+  if (success.kind === 'property') return 'Get a property'
+  if (success.kind === 'properties') return 'List properties'
+  return `${method} ${policy.path}`
+}
+
+function descriptionOf(policy: RoutePolicy, method: Method): string {
+  const parts: string[] = []
+  const success = successOf(policy, method)
+  if (success.kind === 'health') parts.push('For load balancers: no key, any host, no rate limit. `{"status":"ok"}` or `{"status":"unhealthy"}` with `Retry-After`, nothing else.')
+  if (success.kind === 'properties') parts.push('The active properties of your brand that your key may use, oldest first (`createdAt`, then `id`). A page past the end is an empty `data` with the true `total`.')
+  if (success.kind === 'property') parts.push('A property of your brand that your key may use, whatever its status.')
+  if (policy.kind === 'proxy') parts.push('Forwarded to the service behind this route after the checks below; its answer is passed on.')
+  if (policy.scope === 'brand') parts.push('Brand-wide: the host name selects the brand; no `Service-Property-Id`.')
+  if (policy.scope === 'property') parts.push('Property-scoped: `Service-Property-Id` names the property.')
+  if (policy.body !== 'none' && BODY_METHODS.has(method)) parts.push(`Takes a JSON body of at most ${policy.body.maxBytes} bytes.`)
+  if (method === 'GET') parts.push('`HEAD` answers as `GET` does, without the body.')
+  return parts.join('\n\n')
+}
+
+function operation(policy: RoutePolicy, method: Method, docsUrl: string): JsonObject {
+  const parameters: Json[] = []
+  for (const [name, rule] of Object.entries(policy.pathParams)) parameters.push(pathParameter(name, rule.type))
+  for (const [name, rule] of Object.entries(policy.query)) parameters.push(queryParameter(name, rule))
+  if (policy.auth) parameters.push(ref('parameters', 'UserAgent'))
+  if (policy.scope === 'property') parameters.push(ref('parameters', 'ServicePropertyId'))
+  parameters.push(ref('parameters', 'ServiceCorrelationId'), ref('parameters', 'Traceparent'), ref('parameters', 'Tracestate'))
+
+  const responses: JsonObject = {}
+  for (const [status, response] of successResponse(policy, method)) responses[status] = response
+  for (const [status, codes] of errorStatusesOf(policy, method)) {
+    const response = errorResponse(policy, status, codes, docsUrl, policy.kind === 'proxy')
+    if (status === 503 && successOf(policy, method).kind === 'health') {
+      const content = response.content as JsonObject
+      content['application/json'] = { schema: schemaRef('HealthUnhealthy') }
+      response.description = `This instance cannot serve now (\`{"status":"unhealthy"}\`), or:\n${String(response.description)}`
+    }
+    responses[String(status)] = response
+  }
+  if (policy.kind === 'proxy') {
+    responses['422'] = {
+      description: "The service refused the body's fields; its problem, passed on.",
+      headers: headersOf(policy, 422),
+      content: { 'application/problem+json': { schema: schemaRef('ProblemDetails') } },
+    }
+    responses['4XX'] = {
+      description: 'Another problem of the service, passed on.',
+      headers: headersOf(policy, 400),
+      content: { 'application/problem+json': { schema: schemaRef('ProblemDetails') } },
+    }
+  }
+  const body = policy.body !== 'none' && BODY_METHODS.has(method) ? policy.body : undefined
+  return {
+    operationId: operationId(policy, method),
+    summary: summaryOf(policy, method),
+    description: descriptionOf(policy, method),
+    tags: [tagOf(policy)],
+    security: policy.auth ? [{ apiKey: [] }] : [],
+    parameters,
+    ...(body !== undefined
+      ? { requestBody: { required: false, description: `JSON, at most ${body.maxBytes} bytes; the service checks its fields.`, content: { 'application/json': { schema: {} } } } }
+      : {}),
+    responses,
+  }
+}
+
+export function openApiDocument(source: DocumentSource): JsonObject {
+  const paths: JsonObject = {}
+  for (const policy of publicRoutes(source.routes)) {
+    const item: JsonObject = {}
+    for (const method of policy.methods) item[method.toLowerCase()] = operation(policy, method, source.docsUrl)
+    paths[policy.path] = item
+  }
+  const tags = [...new Set(publicRoutes(source.routes).map(tagOf))].map((name) => ({ name }))
+  return {
+    openapi: '3.1.1',
+    info: {
+      title: 'Partner API',
+      version: 'v1',
+      description: [
+        'The partner REST API. Every answer carries `Service-Request-Id`; successes are `application/json` envelopes',
+        '(`data`, `meta`), errors are `application/problem+json` (RFC 9457) whose `type` links to the page of its code.',
+        '',
+        `Error codes: [all of them](errors/index.html).`,
+      ].join('\n'),
+    },
+    servers: source.brands.flatMap((brand) => brand.hosts.filter((h) => h.includes('.') && !/^[0-9.]+$/.test(h)).slice(0, 1))
+      .map((host) => ({ url: `https://${host}`, description: 'A brand host: the host name selects the brand' })),
+    tags,
+    paths,
+    components: components(),
+  }
+}

@@ -1,0 +1,86 @@
+import { errorCatalog, type ErrorCode } from '../contract/errors.js'
+import { BODY_METHODS, builtInRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
+
+// Which error codes an operation can answer, derived from its policy and the order of checks
+// (decisions 1, routes.md). The OpenAPI document, the error pages and the contract test all
+// read this one function, so the documentation cannot promise less than the pipeline does.
+//
+// Codes are sorted into the steps that only some routes take; every other code of the
+// catalog can answer on any route (routing, negotiation, the HTTP parser, timeouts, faults).
+// A code added to the catalog therefore appears on every operation until it is placed here.
+
+type Condition = (policy: RoutePolicy, method: Method) => boolean
+
+const takesKey: Condition = (p) => p.auth
+const takesBody: Condition = (p, m) => p.body !== 'none' && BODY_METHODS.has(m)
+const isGetProperty = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getProperty.path
+
+const conditional: Partial<Record<ErrorCode, Condition>> = {
+  // 3. headers and body framing (routes with a key only)
+  MISSING_REQUIRED_HEADER: takesKey,
+  INVALID_HEADER: takesKey,
+  HEADER_NOT_ALLOWED: (p) => p.auth && p.scope === 'brand',
+  UNEXPECTED_BODY: takesKey,
+  UNSUPPORTED_MEDIA_TYPE: takesBody,
+  // A body over the limit: the route's own on body methods, 1 MiB on the others.
+  PAYLOAD_TOO_LARGE: (p, m) => p.auth || takesBody(p, m),
+  // 4. authentication and permission
+  MISSING_AUTH_HEADER: takesKey,
+  INVALID_AUTH_HEADER: takesKey,
+  INVALID_API_KEY: takesKey,
+  API_KEY_EXPIRED: takesKey,
+  API_KEY_SUSPENDED: takesKey,
+  BRAND_ACCESS_DENIED: takesKey,
+  // 5. quota
+  RATE_LIMITED: takesKey,
+  // 6. input
+  INVALID_QUERY_PARAMETER: (p) => Object.keys(p.query).length > 0,
+  INVALID_PATH_PARAMETER: (p) => Object.keys(p.pathParams).length > 0,
+  MALFORMED_JSON: takesBody,
+  // 7. resource
+  TEST_MODE_UNAVAILABLE: (p) => p.auth && p.upstreams.length > 0,
+  PROPERTY_ACCESS_DENIED: (p) => p.scope === 'property' || isGetProperty(p),
+  PROPERTY_NOT_FOUND: (p) => p.scope === 'property' || isGetProperty(p),
+}
+
+/** Every code of the catalog that `method` on the route of `policy` can answer, in catalog order. */
+export function errorCodesOf(policy: RoutePolicy, method: Method): ErrorCode[] {
+  return (Object.keys(errorCatalog) as ErrorCode[]).filter((code) => conditional[code]?.(policy, method) ?? true)
+}
+
+/** The same codes grouped by status, statuses ascending. */
+export function errorStatusesOf(policy: RoutePolicy, method: Method): Map<number, ErrorCode[]> {
+  const byStatus = new Map<number, ErrorCode[]>()
+  for (const code of errorCodesOf(policy, method)) {
+    const status = errorCatalog[code].status
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code])
+  }
+  return new Map([...byStatus].sort(([a], [b]) => a - b))
+}
+
+/** Codes any request can meet whatever it asks for, even on a path no route has. */
+export function codesOfEveryRoute(): ErrorCode[] {
+  return (Object.keys(errorCatalog) as ErrorCode[]).filter((code) => conditional[code] === undefined)
+}
+
+/** What a successful answer of an operation is. */
+export type Success =
+  | { kind: 'health' }
+  | { kind: 'property' }
+  | { kind: 'properties' }
+  /** A declared route: the service's own JSON, passed on. */
+  | { kind: 'service'; status: number }
+
+export function successOf(policy: RoutePolicy, method: Method): Success {
+  if (policy.kind === 'facade') {
+    if (policy.path === builtInRoutes.health.path) return { kind: 'health' }
+    if (isGetProperty(policy)) return { kind: 'property' }
+    return { kind: 'properties' }
+  }
+  return { kind: 'service', status: method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200 }
+}
+
+/** The public routes of a gateway: the built-in ones, then those its config file declares. */
+export function publicRoutes(declared: readonly RoutePolicy[]): RoutePolicy[] {
+  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, ...declared]
+}

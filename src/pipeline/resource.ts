@@ -1,0 +1,29 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { ApiError } from '../contract/errors.js'
+import { callerOf } from '../http/request-state.js'
+import { accessibleProperty } from '../properties/access.js'
+import type { PropertySource } from '../properties/source.js'
+import type { RoutePolicy } from '../routes/policy.js'
+
+// Steps after the input checks, before any upstream is called: a test key must have a
+// sandbox for every upstream the route reads (decisions 9), and on a property-scoped route
+// the key must be allowed the property of `Service-Property-Id` (routes.md, step 7). They run
+// as preHandler hooks, after the body (if any) is read and found well-formed.
+
+/** Which upstreams have a sandbox for test keys. */
+export type SandboxCheck = (upstream: string) => boolean
+
+export function testModeStage(policy: RoutePolicy, hasSandbox: SandboxCheck) {
+  const without = policy.upstreams.filter((name) => !hasSandbox(name))
+  if (without.length === 0) return undefined
+  return async function checkTestMode(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
+    if (callerOf(request).principal.mode !== 'test') return
+    throw new ApiError('TEST_MODE_UNAVAILABLE', 'This endpoint has no sandbox: test keys (svc_test_) cannot use it; use a live key.')
+  }
+}
+
+export function propertyScopeStage(source: PropertySource, accessDeniedStatus: 403 | 404) {
+  return async function checkPropertyScope(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
+    await accessibleProperty(source, request.propertyId as string, request, accessDeniedStatus)
+  }
+}

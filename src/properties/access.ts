@@ -1,0 +1,39 @@
+import type { FastifyRequest } from 'fastify'
+import { ApiError } from '../contract/errors.js'
+import type { Property } from '../contract/property.js'
+import { callerOf } from '../http/request-state.js'
+import type { PropertySource, SourceContext } from './source.js'
+
+// May this key use this property of the host's brand (decisions 4)? One answer for
+// GET /v1/properties/{id} and for every property-scoped declared route (routes.md, step 7),
+// decided on every request: a cached PMS answer never carries a verdict.
+
+export function notFound(id: string): ApiError {
+  return new ApiError('PROPERTY_NOT_FOUND', `No property with id '${id}' exists for this brand.`)
+}
+
+/** The source's context for a request: its mode, ids and trace, and where to note cache use. */
+export function sourceContext(request: FastifyRequest): SourceContext {
+  return {
+    mode: callerOf(request).principal.mode,
+    requestId: request.id,
+    trace: request.trace,
+    observe: (observation) => {
+      if (observation.upstreamMs !== undefined) request.upstreamMs = (request.upstreamMs ?? 0) + observation.upstreamMs
+      if (observation.cache !== undefined) request.cacheResult = observation.cache
+    },
+  }
+}
+
+/** The property `id` (lower case) if the caller may use it; otherwise the 403 or 404 to answer. */
+export async function accessibleProperty(source: PropertySource, id: string, request: FastifyRequest, accessDeniedStatus: 403 | 404): Promise<Property> {
+  const { brand, principal } = callerOf(request)
+  const mayUse = principal.properties === 'all' || principal.properties.has(id)
+  // With 404 for denied access, a property the key may not use needs no PMS call.
+  if (!mayUse && accessDeniedStatus === 404) throw notFound(id)
+  const record = await source.get(id, sourceContext(request))
+  // Another brand's property does not exist as far as this host is concerned.
+  if (record === undefined || record.chainCode !== brand.chainCode) throw notFound(id)
+  if (!mayUse) throw new ApiError('PROPERTY_ACCESS_DENIED', `Your API key is not authorised for property '${id}'.`)
+  return record.property
+}

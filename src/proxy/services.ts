@@ -1,0 +1,88 @@
+import { Dispatcher } from 'undici'
+import type { Config, ServiceUpstream } from '../config.js'
+import type { KeyMode } from '../keys/principal.js'
+import { Upstream } from '../upstream/upstream.js'
+
+// The services behind declared routes: for each, a live upstream and, when configured, a
+// sandbox for `svc_test_` keys, each with its own pool, breaker and in-flight bound.
+
+export interface ServiceTarget {
+  upstream: Upstream
+  /** Sent in the service's `tokenHeader`, when it has one. */
+  token: string | undefined
+}
+
+export interface Service {
+  settings: ServiceUpstream
+  live: ServiceTarget
+  sandbox: ServiceTarget | undefined
+}
+
+export class Services {
+  private readonly byName = new Map<string, Service>()
+
+  constructor(config: Config, dispatcher?: Dispatcher) {
+    for (const settings of Object.values(config.upstreams)) {
+      const target = (name: string, url: string, token: string | undefined): ServiceTarget => ({
+        // A stream passed on to a partner is never held back (no buffering).
+        upstream: new Upstream({ ...settings, name, url, buffered: false, ...(dispatcher === undefined ? {} : { dispatcher }) }),
+        token,
+      })
+      this.byName.set(settings.name, {
+        settings,
+        live: target(settings.name, settings.url, settings.token),
+        sandbox: settings.sandbox === undefined ? undefined : target(`${settings.name}Sandbox`, settings.sandbox.url, settings.sandbox.token),
+      })
+    }
+  }
+
+  get(name: string): Service {
+    const service = this.byName.get(name)
+    if (service === undefined) throw new Error(`no upstream named '${name}'`)
+    return service
+  }
+
+  has(name: string): boolean {
+    return this.byName.has(name)
+  }
+
+  /** Where a key of `mode` is sent; undefined for a test key of a service without a sandbox. */
+  target(name: string, mode: KeyMode): ServiceTarget | undefined {
+    const service = this.get(name)
+    return mode === 'live' ? service.live : service.sandbox
+  }
+
+  /** Every upstream, sandboxes included: /status, metrics, closing. */
+  get all(): Upstream[] {
+    return [...this.byName.values()].flatMap((s) => [s.live.upstream, ...(s.sandbox === undefined ? [] : [s.sandbox.upstream])])
+  }
+
+  /** The dispatcher of a service's routes: each call goes to the live or sandbox upstream its origin names. */
+  dispatcher(name: string): Dispatcher {
+    const service = this.get(name)
+    const targets = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])]
+    return new OriginRouter(new Map(targets.map((t) => [new URL(t.upstream.url).origin, t.upstream.dispatcher])))
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.all.map((u) => u.close()))
+  }
+}
+
+/** Routes each call to the upstream dispatcher of its origin (its pool, breaker and bound). */
+class OriginRouter extends Dispatcher {
+  constructor(private readonly byOrigin: Map<string, Dispatcher>) {
+    super()
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const origin = typeof options.origin === 'string' ? new URL(options.origin).origin : options.origin?.origin
+    const target = origin === undefined ? undefined : this.byOrigin.get(origin)
+    if (target === undefined) throw new Error(`no upstream at origin ${String(origin)}`)
+    return target.dispatch(options, handler)
+  }
+
+  override async close(): Promise<void> {}
+
+  override async destroy(): Promise<void> {}
+}

@@ -1,0 +1,166 @@
+// Every public route, built-in or declared in the config file, is described by one policy.
+// The pipeline's stages are composed from it when the route is registered (app.ts), so no
+// stage looks its route up per request, and an impossible policy stops the start instead of
+// answering 500 later.
+
+export const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
+export type Method = (typeof METHODS)[number]
+
+/** Methods that carry a request body; the others (and HEAD) take none. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH'])
+
+/** Methods that may be retried after a connection error (RFC 9110 9.2.2). */
+export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PUT', 'DELETE'])
+
+export type QueryRule =
+  | { type: 'integer'; min: number; max: number; default?: number }
+  | { type: 'string'; maxLength: number }
+  | { type: 'enum'; values: readonly string[] }
+  /** Comma-separated, each one of `values`, no empty item, no repeats (the contract's `with`). */
+  | { type: 'list'; values: readonly string[] }
+  | { type: 'boolean' }
+
+export type QuerySpec = Readonly<Record<string, QueryRule>>
+
+export type PathParamRule =
+  /** Matched case-insensitively, used lower-cased. */
+  | { type: 'uuid' }
+  /** 1 to 128 characters of [A-Za-z0-9._~-]. */
+  | { type: 'string' }
+
+export type ParamsSpec = Readonly<Record<string, PathParamRule>>
+
+/**
+ * `none`: any host, no key (health). `brand`: the host's brand and a key of it; no
+ * `Service-Property-Id`. `property`: as `brand`, and `Service-Property-Id` names a property of
+ * the brand that the key may use.
+ */
+export type Scope = 'none' | 'brand' | 'property'
+
+export interface RoutePolicy {
+  /** `facade`: answered by the gateway (properties, health); `proxy`: forwarded to a declared upstream. */
+  readonly kind: 'facade' | 'proxy'
+  /** The public path; a parameter is a whole segment `{name}`. */
+  readonly path: string
+  /** HEAD comes with GET. */
+  readonly methods: readonly Method[]
+  readonly scope: Scope
+  /** Takes the authenticated steps: headers, API key, rate limit. */
+  readonly auth: boolean
+  readonly query: QuerySpec
+  readonly pathParams: ParamsSpec
+  /** What the body methods of the route may send; GET, HEAD and DELETE never take a body. */
+  readonly body: 'none' | { readonly maxBytes: number }
+  /** Upstreams the route reads from: a test key needs a sandbox of each (decisions 9). */
+  readonly upstreams: readonly string[]
+  /** For proxy routes: the declared upstream and the path it is called on. */
+  readonly forward?: { readonly upstream: string; readonly path: string }
+}
+
+export const DEFAULT_BODY_BYTES = 1024 * 1024
+
+const KEBAB_SEGMENT = /^[a-z0-9]+(-[a-z0-9]+)*$/
+const PARAM_SEGMENT = /^\{([a-z][A-Za-z0-9]*)\}$/
+
+/** The names of the `{name}` segments of a path, in order. */
+export function pathParameterNames(path: string): string[] {
+  const names: string[] = []
+  for (const segment of path.split('/')) {
+    const match = PARAM_SEGMENT.exec(segment)
+    if (match !== null) names.push(match[1] as string)
+  }
+  return names
+}
+
+/** `/v1/guests/{guestId}` as Fastify writes it: `/v1/guests/:guestId`. */
+export function routerPath(path: string): string {
+  return path.split('/').map((s) => {
+    const match = PARAM_SEGMENT.exec(s)
+    return match === null ? s : `:${match[1] as string}`
+  }).join('/')
+}
+
+/** What is wrong with a path, or undefined. */
+export function pathProblem(path: string): string | undefined {
+  if (!path.startsWith('/v1/')) return 'must start with /v1/'
+  const segments = path.slice(1).split('/')
+  for (const segment of segments) {
+    if (segment === '') return 'has an empty segment'
+    if (!KEBAB_SEGMENT.test(segment) && !PARAM_SEGMENT.test(segment)) {
+      return `segment '${segment}' is neither kebab-case nor a whole {camelCase} parameter`
+    }
+  }
+  const names = pathParameterNames(path)
+  if (new Set(names).size !== names.length) return 'names a parameter twice'
+  return undefined
+}
+
+/** Every inconsistency of a policy; empty when it can be served. */
+export function policyProblems(policy: RoutePolicy): string[] {
+  const problems: string[] = []
+  const path = pathProblem(policy.path)
+  if (path !== undefined) problems.push(`path ${path}`)
+  if (policy.methods.length === 0) problems.push('has no method')
+  if (new Set(policy.methods).size !== policy.methods.length) problems.push('names a method twice')
+  if (policy.scope === 'none' && policy.auth) problems.push('takes a key but no brand scope')
+  if (policy.scope !== 'none' && !policy.auth) problems.push(`is ${policy.scope}-scoped but takes no key`)
+  const takesBody = policy.methods.some((m) => BODY_METHODS.has(m))
+  if (takesBody && policy.body === 'none') problems.push('has a body method but no body limit')
+  if (!takesBody && policy.body !== 'none') problems.push('has a body limit but no POST, PUT or PATCH')
+  if (policy.body !== 'none' && !(Number.isInteger(policy.body.maxBytes) && policy.body.maxBytes > 0)) problems.push('body.maxBytes must be a positive integer')
+  const declared = Object.keys(policy.pathParams)
+  const inPath = pathParameterNames(policy.path)
+  for (const name of inPath) if (!declared.includes(name)) problems.push(`path parameter {${name}} has no rule`)
+  for (const name of declared) if (!inPath.includes(name)) problems.push(`pathParams.${name} is not a segment of the path`)
+  for (const [name, rule] of Object.entries(policy.query)) {
+    if (rule.type === 'integer' && rule.min > rule.max) problems.push(`query.${name}: min is above max`)
+    if ((rule.type === 'enum' || rule.type === 'list') && rule.values.length === 0) problems.push(`query.${name}: no values`)
+  }
+  if (policy.kind === 'proxy') {
+    if (policy.forward === undefined) problems.push('is a proxy route without an upstream')
+    else {
+      const allowed = new Set([...inPath, ...(policy.scope === 'property' ? ['propertyId'] : [])])
+      for (const name of placeholders(policy.forward.path)) {
+        if (!allowed.has(name)) problems.push(`upstreamPath placeholder {${name}} is neither a path parameter${policy.scope === 'property' ? ' nor {propertyId}' : ''}`)
+      }
+    }
+  } else if (policy.forward !== undefined) {
+    problems.push('is a facade route with an upstream path')
+  }
+  return problems
+}
+
+/** The `{name}` placeholders of an upstream path. */
+export function placeholders(path: string): string[] {
+  return [...path.matchAll(/\{([A-Za-z][A-Za-z0-9]*)\}/g)].map((m) => m[1] as string)
+}
+
+/** Stops the start on a policy that cannot be served (onRoute calls it for every route). */
+export function assertPolicy(policy: RoutePolicy): void {
+  const problems = policyProblems(policy)
+  if (problems.length > 0) throw new Error(`route ${policy.methods.join(',')} ${policy.path}: ${problems.join('; ')}`)
+}
+
+// The built-in routes. Declared routes (config `routes`) join them in app.ts.
+
+export const PER_PAGE_DEFAULT = 20
+
+const pageRules: QuerySpec = {
+  page: { type: 'integer', min: 1, max: Number.MAX_SAFE_INTEGER, default: 1 },
+  perPage: { type: 'integer', min: 1, max: 100, default: PER_PAGE_DEFAULT },
+}
+
+export const builtInRoutes = {
+  health: {
+    kind: 'facade', path: '/v1/health', methods: ['GET'], scope: 'none', auth: false,
+    query: {}, pathParams: {}, body: 'none', upstreams: [],
+  },
+  listProperties: {
+    kind: 'facade', path: '/v1/properties', methods: ['GET'], scope: 'brand', auth: true,
+    query: pageRules, pathParams: {}, body: 'none', upstreams: ['pms'],
+  },
+  getProperty: {
+    kind: 'facade', path: '/v1/properties/{propertyId}', methods: ['GET'], scope: 'brand', auth: true,
+    query: {}, pathParams: { propertyId: { type: 'uuid' } }, body: 'none', upstreams: ['pms'],
+  },
+} as const satisfies Record<string, RoutePolicy>

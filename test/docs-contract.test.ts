@@ -1,0 +1,132 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import { describe, expect, it } from 'vitest'
+import { loadConfig } from '../src/config.js'
+import { errorCatalog, type ErrorCode } from '../src/contract/errors.js'
+import { exampleProblem, openApiDocument, type JsonObject } from '../src/docs/openapi.js'
+import { errorCodesOf, publicRoutes } from '../src/docs/responses.js'
+import { builtInRoutes } from '../src/routes/policy.js'
+import { checkAnswer, type CheckedAnswer } from './helpers/contract.js'
+import { DOCS_URL } from './helpers/config.js'
+
+// The OpenAPI document against a real OpenAPI 3.1 validator, and the contract check that
+// every integration test's answers go through (helpers/contract.ts) against answers the
+// document does not describe: it must refuse them, or it checks nothing.
+
+const shipped = loadConfig({ CONFIG_FILE: 'config/default.json' })
+const document = openApiDocument(shipped)
+const paths = document.paths as Record<string, Record<string, JsonObject>>
+
+const REQUEST_ID = 'req_0b1e6c8f5d2a4e7f9a3c1b2d4e6f8a0c'
+const COMMON = { 'service-request-id': REQUEST_ID, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' }
+
+function problem(code: ErrorCode, instance: string, headers: Record<string, string> = {}): CheckedAnswer {
+  return {
+    statusCode: errorCatalog[code].status,
+    headers: { ...COMMON, 'content-type': 'application/problem+json; charset=utf-8', ...headers },
+    body: JSON.stringify(exampleProblem(code, DOCS_URL, instance)),
+  }
+}
+
+function envelope(data: unknown, meta: unknown): CheckedAnswer {
+  return { statusCode: 200, headers: { ...COMMON, 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify({ data, meta }) }
+}
+
+const PROPERTY = {
+  object: 'property', id: '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10', name: 'Acme Berlin', code: null, status: 'active',
+  timezone: 'Europe/Berlin', createdAt: '2026-01-02T03:04:05.000Z', updatedAt: '2026-01-02T03:04:05.000Z',
+}
+const META = { requestId: REQUEST_ID, timestamp: '2026-11-21T09:30:00.000Z' }
+
+describe('the OpenAPI document', () => {
+  it('passes an OpenAPI 3.1 validator', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'openapi-'))
+    try {
+      await writeFile(join(dir, 'openapi.json'), JSON.stringify(document))
+      const validator = new Validator()
+      const result = await validator.validate(join(dir, 'openapi.json'))
+      expect({ version: validator.version, result }).toEqual({ version: '3.1', result: { valid: true } })
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('has every operation of the built-in routes and of the config file, with the codes each can answer', () => {
+    const expected = publicRoutes(shipped.routes).flatMap((p) => p.methods.map((m) => `${m} ${p.path}`)).sort()
+    const documented = Object.entries(paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${path}`)).sort()
+    expect(documented).toEqual(expected)
+    expect(documented).toEqual(expect.arrayContaining(['GET /v1/guests', 'POST /v1/guests', 'PATCH /v1/guests/{guestId}', 'GET /v1/rooms']))
+    for (const policy of publicRoutes(shipped.routes)) {
+      for (const method of policy.methods) {
+        const responses = paths[policy.path]?.[method.toLowerCase()]?.responses as Record<string, JsonObject>
+        for (const code of errorCodesOf(policy, method)) {
+          expect(responses[String(errorCatalog[code].status)]?.description, `${method} ${policy.path} ${code}`).toContain(code)
+        }
+      }
+    }
+  })
+
+  it('documents every code of the catalog on some operation', () => {
+    const text = JSON.stringify(paths)
+    for (const code of Object.keys(errorCatalog)) expect(text, code).toContain(`errors/${code.toLowerCase().replaceAll('_', '-')}.html`)
+  })
+
+  it('writes nullable values as type lists, never `nullable`', () => {
+    expect(JSON.stringify(document)).not.toContain('"nullable"')
+    const property = (document.components as { schemas: Record<string, JsonObject> }).schemas.Property as { properties: Record<string, JsonObject> }
+    expect(property.properties.code).toEqual({ type: ['string', 'null'], minLength: 1 })
+  })
+
+  it('takes the parameters from the route policies: ranges, enums, lists and Service-Property-Id', () => {
+    const list = paths['/v1/properties']?.get?.parameters as JsonObject[]
+    expect(list.filter((p) => p.in === 'query')).toEqual([
+      { name: 'page', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 1 } },
+      { name: 'perPage', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+    ])
+    const rooms = paths['/v1/rooms']?.get?.parameters as JsonObject[]
+    expect(rooms).toContainEqual({ name: 'status', in: 'query', required: false, schema: { type: 'string', enum: ['clean', 'dirty', 'out-of-order'] } })
+    expect(rooms).toContainEqual({ $ref: '#/components/parameters/ServicePropertyId' })
+    const guest = paths['/v1/guests/{guestId}']?.get?.parameters as JsonObject[]
+    expect(guest).toContainEqual(expect.objectContaining({ name: 'with', style: 'form', explode: false }))
+    expect(paths['/v1/health']?.get?.security).toEqual([])
+    expect(paths['/v1/properties']?.get?.security).toEqual([{ apiKey: [] }])
+  })
+})
+
+describe('the contract check (every integration answer goes through it)', () => {
+  const get = (url: string, answer: CheckedAnswer): void => checkAnswer('GET', url, answer)
+
+  it('passes answers the document describes', () => {
+    get('/v1/properties?page=2', envelope([PROPERTY], { ...META, pagination: { page: 2, perPage: 20, total: 21 } }))
+    get(`/v1/properties/${PROPERTY.id}`, envelope(PROPERTY, META))
+    get('/v1/properties', problem('RATE_LIMITED', '/v1/properties', { 'retry-after': '3' }))
+    get('/v1/health', { statusCode: 200, headers: { ...COMMON, 'content-type': 'application/json' }, body: '{"status":"ok"}' })
+    checkAnswer('DELETE', '/v1/nowhere', problem('ROUTE_NOT_FOUND', '/v1/nowhere'))
+  })
+
+  it('refuses a status the operation does not document', () => {
+    expect(() => get('/v1/properties', { ...problem('RATE_LIMITED', '/v1/properties'), statusCode: 418 })).toThrow(/describes no 418/)
+  })
+
+  it('refuses a code the operation cannot answer, though its status is documented', () => {
+    expect(builtInRoutes.health.auth).toBe(false)
+    expect(() => get('/v1/health', problem('INVALID_API_KEY', '/v1/health', { 'www-authenticate': 'Bearer' }))).toThrow(/describes no 401/)
+    expect(() => get('/v1/health', problem('PROPERTY_NOT_FOUND', '/v1/health'))).toThrow(/breaks the schema/)
+  })
+
+  it('refuses a body off its schema and a missing required header', () => {
+    expect(() => get('/v1/properties', envelope([PROPERTY], META))).toThrow(/breaks the schema/)
+    expect(() => get('/v1/properties', envelope([{ ...PROPERTY, pmsId: 7 }], { ...META, pagination: { page: 1, perPage: 20, total: 1 } }))).toThrow(/breaks the schema/)
+    expect(() => get('/v1/properties', problem('INVALID_API_KEY', '/v1/properties'))).toThrow(/WWW-Authenticate is required/)
+    expect(() => get('/v1/properties', problem('RATE_LIMITED', '/v1/properties'))).toThrow(/Retry-After is required/)
+    const { 'x-content-type-options': _dropped, ...rest } = COMMON
+    expect(() => get('/v1/health', { statusCode: 200, headers: { ...rest, 'content-type': 'application/json' }, body: '{"status":"ok"}' })).toThrow(/X-Content-Type-Options is required/)
+    expect(() => get('/v1/health', { statusCode: 200, headers: { ...COMMON, 'content-type': 'text/html' }, body: '<p>ok</p>' })).toThrow(/content type 'text\/html'/)
+  })
+
+  it('refuses an answer to an unknown path that is not a code of every route', () => {
+    expect(() => checkAnswer('GET', '/v1/nowhere', problem('PROPERTY_NOT_FOUND', '/v1/nowhere'))).toThrow(/not a code every route documents/)
+  })
+})
