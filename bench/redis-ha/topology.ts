@@ -105,6 +105,7 @@ const BASE = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--prot
 export class SentinelGroup extends Processes implements HaTopology {
   readonly mode = 'sentinel'
   static readonly MASTER_NAME = 'gwmaster'
+  /** The master before the failover. */
   private killed: number | undefined
 
   private constructor(private master: number, private readonly replica: number, private readonly sentinels: number[]) {
@@ -173,6 +174,13 @@ export class SentinelGroup extends Processes implements HaTopology {
   async killMasterOf(): Promise<number> {
     this.killed = this.master
     await this.kill(this.master)
+    return this.killed
+  }
+
+  /** A planned failover (SENTINEL FAILOVER): the master is demoted to a replica, not killed. */
+  async switchMaster(): Promise<number> {
+    this.killed = await this.masterOf()
+    await ask(this.sentinels[0] as number, 'SENTINEL', 'FAILOVER', SentinelGroup.MASTER_NAME)
     return this.killed
   }
 

@@ -1,6 +1,13 @@
+import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runFailoverScenario, type ScenarioReport } from '../../bench/redis-ha/scenario.js'
 import { haRedisMissing, RedisCluster, SentinelGroup, type HaTopology } from '../../bench/redis-ha/topology.js'
+import { loadConfig } from '../../src/config.js'
+import { createGateway, type Gateway } from '../../src/gateway.js'
+import { runKeyTool } from '../../src/keys/tool.js'
+import { ACME_HOST } from '../helpers/config.js'
+import { MemorySource } from '../helpers/memory-source.js'
+import { eventually } from '../helpers/redis.js'
 
 // Every promise of the gateway through a failover of real Redis processes (their own ports):
 // two instances under a steady load, the master of the quota's counter killed.
@@ -71,4 +78,48 @@ describe.skipIf(missing !== undefined)('failover under load', () => {
       checkPromises(await runFailoverScenario({ topology }))
     }, SCENARIO_MS)
   })
+})
+
+describe.skipIf(missing !== undefined)('a planned Sentinel failover (the old master stays up, as a replica)', () => {
+  let group: SentinelGroup
+  let gateway: Gateway
+  beforeAll(async () => {
+    group = await SentinelGroup.start()
+    gateway = await createGateway({
+      config: loadConfig({ CONFIG_FILE: 'config/default.json', ...group.env }), logger: pino({ level: 'silent' }), properties: new MemorySource([]),
+    })
+  }, 60_000)
+  afterAll(async () => {
+    await gateway?.app.close()
+    await group?.stop()
+  }, 30_000)
+
+  const newKey = async (): Promise<string> => {
+    const out: string[] = []
+    const code = await runKeyTool(['create', '--brand', 'acme', '--mode', 'live', '--all-properties', '--json'],
+      { CONFIG_FILE: 'config/default.json', ...group.env }, { out: (l) => out.push(l), err: () => undefined })
+    expect(code).toBe(0)
+    return (JSON.parse(out.join('')) as { key: string }).key
+  }
+  const call = (key: string) => gateway.app.inject({ url: '/v1/properties', headers: { host: ACME_HOST, 'user-agent': 'failover-test/1.0', authorization: `Bearer ${key}` } })
+  const redisStatus = async () => (JSON.parse((await gateway.admin.inject({ url: '/status' })).body) as { redis: Record<string, unknown> }).redis
+
+  it('moves health, /status and the rate limiter to the new master without a restart', async () => {
+    expect(await eventually(async () => (await redisStatus()).status === 'up', 10_000)).toBe(true)
+    const before = await group.masterOf()
+    expect(await redisStatus()).toMatchObject({ status: 'up', mode: 'sentinel', master: `127.0.0.1:${before}` })
+
+    await group.switchMaster()
+    expect(await eventually(() => group.failedOver().catch(() => false), 30_000, 100)).toBe(true)
+    const after = await group.masterOf()
+    expect(after).not.toBe(before)
+    // The sentinels make the demoted master drop its clients, which then ask for the new one.
+    expect(await eventually(async () => (await redisStatus()).master === `127.0.0.1:${after}`, 15_000, 100)).toBe(true)
+    expect(await redisStatus()).toMatchObject({ status: 'up', mode: 'sentinel' })
+    expect((await gateway.app.inject({ url: '/v1/health' })).statusCode).toBe(200)
+    // A new key needs a lease, a write: answered by the new master, so the limiter's headers are there.
+    const res = await call(await newKey())
+    expect({ status: res.statusCode, limit: res.headers['ratelimit-limit'], remaining: res.headers['ratelimit-remaining'] })
+      .toEqual({ status: 200, limit: '1000', remaining: '999' })
+  }, 60_000)
 })
