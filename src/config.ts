@@ -216,6 +216,8 @@ export const fileSchema = z.strictObject({
 })
 
 const port = z.coerce.number().int().min(0).max(65535)
+const hostPortList = z.string().regex(/^\s*(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}\s*(,\s*(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}\s*)*$/,
+  'a comma-separated list of host:port')
 const optionalUrl = z.url({ protocol: /^https?$/ }).optional()
 
 export const envSchema = z.object({
@@ -224,6 +226,11 @@ export const envSchema = z.object({
   ADMIN_PORT: port.default(9464).describe('Admin listener port: metrics and status'),
   ADMIN_HOST: z.string().min(1).default('127.0.0.1').describe('Admin bind address'),
   REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379').describe('Key store and rate-limit counters; a `/N` database suffix is honoured'),
+  REDIS_SENTINELS: hostPortList.optional()
+    .describe('Redis through Sentinel: comma-separated `host:port` of the sentinels; `REDIS_URL` then gives only credentials and database'),
+  REDIS_SENTINEL_MASTER: z.string().min(1).optional().describe('The master name the sentinels monitor (required with `REDIS_SENTINELS`)'),
+  REDIS_CLUSTER_NODES: hostPortList.optional()
+    .describe('Redis Cluster: comma-separated `host:port` of seed nodes; `REDIS_URL` then gives only credentials'),
   REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]*$/).default('gw:').describe('Namespace of every Redis key and channel the gateway uses'),
   PMS_URL: optionalUrl.describe('PMS base URL (required by `npm start`)'),
   PMS_TOKEN: z.string().min(1).optional().describe('Sent as `X-PMS-Service-Token` (required with `PMS_URL`)'),
@@ -242,7 +249,28 @@ function pairedVariables(env: Record<string, string>): string[] {
   if (env.PMS_SANDBOX_URL !== undefined && env.PMS_SANDBOX_TOKEN === undefined) {
     problems.push('environment PMS_SANDBOX_TOKEN: required when PMS_SANDBOX_URL is set')
   }
+  if (env.REDIS_SENTINELS !== undefined && env.REDIS_SENTINEL_MASTER === undefined) {
+    problems.push('environment REDIS_SENTINEL_MASTER: required when REDIS_SENTINELS is set')
+  }
+  if (env.REDIS_SENTINELS !== undefined && env.REDIS_CLUSTER_NODES !== undefined) {
+    problems.push('environment REDIS_CLUSTER_NODES: cannot be combined with REDIS_SENTINELS')
+  }
+  // A Cluster has database 0 only.
+  if (env.REDIS_CLUSTER_NODES !== undefined && /^rediss?:\/\/[^/]*\/[1-9]/.test(env.REDIS_URL ?? '')) {
+    problems.push('environment REDIS_URL: a Redis Cluster has no database but 0')
+  }
   return problems
+}
+
+export interface HostPort { host: string; port: number }
+
+/** `host:port,host:port` (IPv6 hosts in brackets) as a list. */
+export function parseHostPorts(list: string): HostPort[] {
+  return list.split(',').map((entry) => {
+    const trimmed = entry.trim()
+    const colon = trimmed.lastIndexOf(':')
+    return { host: trimmed.slice(0, colon).replace(/^\[(.*)\]$/, '$1'), port: Number(trimmed.slice(colon + 1)) }
+  })
 }
 
 export type FileConfig = z.infer<typeof fileSchema>
@@ -280,6 +308,10 @@ export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
   /** When set, /metrics and /status need it as a bearer token. */
   adminToken: string | undefined
   redisUrl: string
+  /** Set with REDIS_SENTINELS: Redis is the master these sentinels name. */
+  redisSentinel: { sentinels: HostPort[]; master: string } | undefined
+  /** Set with REDIS_CLUSTER_NODES: the Cluster's seed nodes. */
+  redisClusterNodes: HostPort[] | undefined
   redisPrefix: string
   logLevel: EnvConfig['LOG_LEVEL']
   configFile: string
@@ -365,6 +397,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     adminHost: e.ADMIN_HOST,
     adminToken: e.ADMIN_TOKEN,
     redisUrl: e.REDIS_URL,
+    redisSentinel: e.REDIS_SENTINELS !== undefined && e.REDIS_SENTINEL_MASTER !== undefined
+      ? { sentinels: parseHostPorts(e.REDIS_SENTINELS), master: e.REDIS_SENTINEL_MASTER }
+      : undefined,
+    redisClusterNodes: e.REDIS_CLUSTER_NODES !== undefined ? parseHostPorts(e.REDIS_CLUSTER_NODES) : undefined,
     redisPrefix: e.REDIS_PREFIX,
     logLevel: e.LOG_LEVEL,
     configFile,

@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify'
-import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { Metrics } from './admin/metrics.js'
 import { buildAdmin } from './admin/server.js'
@@ -14,7 +13,7 @@ import { RateLimiter } from './ratelimit/limiter.js'
 import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './ratelimit/store.js'
 import { createPmsUpstreams, type PmsSet, type UpstreamHooks } from './properties/upstreams.js'
 import { Services } from './proxy/services.js'
-import { createRedis, RedisMonitor } from './redis.js'
+import { createRedis, redisMode, redisTarget, RedisMonitor, type RedisClient } from './redis.js'
 import type { UpstreamOutcome } from './upstream/errors.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
@@ -29,6 +28,8 @@ export interface GatewayOptions {
   upstreamHooks?: UpstreamHooks
   /** The demo's in-memory store when no Redis answers; Redis otherwise. */
   keyStore?: KeyStore
+  /** Sees every quota lease (the failover scenario accounts for each key's quota with it). */
+  onLease?: (keyId: string, granted: number) => void
 }
 
 export interface Gateway {
@@ -37,7 +38,7 @@ export interface Gateway {
   admin: FastifyInstance
   metrics: Metrics
   health: HealthState
-  redis: Redis | undefined
+  redis: RedisClient | undefined
   redisMonitor: RedisMonitor | undefined
   keyStore: KeyStore
   authenticator: KeyAuthenticator
@@ -50,17 +51,18 @@ export interface Gateway {
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const { config, logger } = options
   const health = new HealthState()
-  let redis: Redis | undefined
+  let redis: RedisClient | undefined
   let redisMonitor: RedisMonitor | undefined
   let keyStore = options.keyStore
   let quotaStore: QuotaStore = new MemoryQuotaStore()
   if (keyStore === undefined) {
-    const client = createRedis({ url: config.redisUrl, name: 'gateway', logger })
+    const target = redisTarget(config)
+    const client = createRedis({ ...target, name: 'gateway', logger })
     redis = client
-    const monitor = new RedisMonitor(client)
+    const monitor = new RedisMonitor(client, 1000, redisMode(target))
     redisMonitor = monitor
     health.add('redis', () => monitor.up)
-    keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ url: config.redisUrl, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
+    keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ ...target, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
     quotaStore = new RedisQuotaStore(client, config.redisPrefix)
   }
   const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
@@ -83,6 +85,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     windowSeconds: config.rateLimit.windowSeconds,
     logger,
     onFailOpen: () => metrics.rateLimiterFailOpen.inc(),
+    onLease: (keyId, granted) => {
+      metrics.rateLimitLeased.inc(granted)
+      options.onLease?.(keyId, granted)
+    },
   })
   const app = await buildApp({
     config, logger, keys: authenticator, properties, health, metrics, rateLimiter, services, hasSandbox, proxyHooks: { onCall },

@@ -24,6 +24,7 @@ export class Metrics {
   private readonly authFailures: Counter<'code'>
   readonly rateLimited: Counter
   readonly rateLimiterFailOpen: Counter
+  readonly rateLimitLeased: Counter
   private readonly breakers = new Map<string, () => BreakerState>()
 
   constructor() {
@@ -56,6 +57,10 @@ export class Metrics {
     })
     this.rateLimiterFailOpen = new Counter({
       name: 'gateway_rate_limiter_fail_open_total', help: 'Requests let through because Redis could not answer the limiter',
+      registers: [this.registry],
+    })
+    this.rateLimitLeased = new Counter({
+      name: 'gateway_rate_limit_leased_total', help: 'Quota units this instance leased from Redis (each admits one request)',
       registers: [this.registry],
     })
   }

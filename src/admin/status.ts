@@ -54,7 +54,12 @@ export function statusReport(sources: StatusSources) {
     uptimeSeconds: Math.floor((Date.now() - sources.startedAt) / 1000),
     redis: sources.redis === undefined
       ? { status: 'unused', latencyMs: null }
-      : { status: sources.redis.up ? 'up' : 'down', latencyMs: sources.redis.up ? sources.redis.latencyMs : null },
+      : {
+        status: sources.redis.up ? 'up' : 'down',
+        latencyMs: sources.redis.up ? sources.redis.latencyMs : null,
+        mode: sources.redis.mode,
+        ...(sources.redis.master !== undefined ? { master: sources.redis.master } : {}),
+      },
     upstreams,
     cache,
   }

@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis'
+import { Cluster } from 'ioredis'
+import type { RedisClient } from '../redis.js'
 import type { KeyMode } from './principal.js'
 import { digestKey, generateKey, generateKeyId } from './format.js'
 
@@ -11,6 +12,18 @@ import { digestKey, generateKey, generateKeyId } from './format.js'
 //   {ns}keys             SET     every key id, for `keys list`
 //   {ns}keys:changed     channel a digest, published on suspend, resume and revoke, so every
 //                                gateway drops its cached copy at once
+//
+// The three keys of one API key live in different hash slots (in a Cluster, on different
+// nodes), so no transaction spans them. Instead the writes come in an order whose every
+// intermediate state is safe: the record, which is what makes a key work, is written last on
+// create and deleted first on revoke. A crash in between leaves at worst an id that points to
+// no record, which reads as "no such key" (and `revoke` removes it).
+
+const SET_STATUS_IF_EXISTS = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[1])
+return 1
+`
 
 export type KeyStatus = 'active' | 'suspended'
 
@@ -103,15 +116,16 @@ function fromHash(digest: string, hash: Record<string, string>): KeyRecord | nul
 }
 
 export class RedisKeyStore implements KeyStore {
-  private subscriber: Redis | undefined
+  private subscriber: RedisClient | undefined
+  private closed = false
   private readonly listeners: ((digest: string) => void)[] = []
   private readonly resyncListeners: (() => void)[] = []
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly namespace: string,
     /** Makes the subscriber connection; only instances that cache keys subscribe. */
-    private readonly connectSubscriber?: () => Redis,
+    private readonly connectSubscriber?: () => RedisClient,
   ) {}
 
   private recordKey(digest: string): string {
@@ -129,11 +143,9 @@ export class RedisKeyStore implements KeyStore {
   async create(input: NewKey): Promise<{ key: string; record: KeyRecord }> {
     const created = newRecord(input)
     const { record } = created
-    await this.redis.multi()
-      .hset(this.recordKey(record.digest), toHash(record))
-      .set(this.idKey(record.id), record.digest)
-      .sadd(`${this.namespace}keys`, record.id)
-      .exec()
+    await this.redis.sadd(this.listKey, record.id)
+    await this.redis.set(this.idKey(record.id), record.digest)
+    await this.redis.hset(this.recordKey(record.digest), toHash(record))
     return created
   }
 
@@ -147,7 +159,8 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async list(brand?: string): Promise<KeyRecord[]> {
-    const ids = await this.redis.smembers(`${this.namespace}keys`)
+    const ids = await this.redis.smembers(this.listKey)
+    // An id without a record (a create under way, or one interrupted) is left out.
     const records = await Promise.all(ids.map((id) => this.findById(id)))
     return records
       .filter((r): r is KeyRecord => r !== null && (brand === undefined || r.brand === brand))
@@ -157,7 +170,10 @@ export class RedisKeyStore implements KeyStore {
   async setStatus(id: string, status: KeyStatus): Promise<KeyRecord | null> {
     const record = await this.findById(id)
     if (record === null) return null
-    await this.redis.hset(this.recordKey(record.digest), 'status', status)
+    // HSET on a record revoked meanwhile would leave a stray hash of one field: only update
+    // a record that exists.
+    const updated = await this.redis.eval(SET_STATUS_IF_EXISTS, 1, this.recordKey(record.digest), status)
+    if (updated === 0) return null
     await this.redis.publish(this.channel, record.digest)
     return { ...record, status }
   }
@@ -165,13 +181,19 @@ export class RedisKeyStore implements KeyStore {
   async revoke(id: string): Promise<boolean> {
     const digest = await this.redis.get(this.idKey(id))
     if (digest === null) return false
-    await this.redis.multi()
-      .del(this.recordKey(digest))
-      .del(this.idKey(id))
-      .srem(`${this.namespace}keys`, id)
-      .exec()
+    const deleted = await this.redis.del(this.recordKey(digest))
     await this.redis.publish(this.channel, digest)
-    return true
+    await this.forgetId(id)
+    return deleted === 1
+  }
+
+  private async forgetId(id: string): Promise<void> {
+    await this.redis.del(this.idKey(id))
+    await this.redis.srem(this.listKey, id)
+  }
+
+  private get listKey(): string {
+    return `${this.namespace}keys`
   }
 
   onChange(listener: (digest: string) => void): void {
@@ -192,16 +214,63 @@ export class RedisKeyStore implements KeyStore {
     })
     // Messages published while the subscription was down are lost: whoever caches must
     // forget what it holds once the subscription is back (ioredis resubscribes on ready).
+    // Emptying the caches while this instance cannot read keys would refuse keys the cache
+    // could still vouch for (the grace period): the resync waits until commands work again
+    // (the subscriber may reconnect before the command connection does).
+    const resync = (): void => {
+      void this.whenCommandsWork().then(() => {
+        if (!this.closed) for (const listener of this.resyncListeners) listener()
+      })
+    }
     let connectedBefore = false
     subscriber.on('ready', () => {
-      if (connectedBefore) for (const listener of this.resyncListeners) listener()
+      if (connectedBefore) resync()
       connectedBefore = true
     })
+    // A Cluster moves its subscription to another node by itself, without a `ready`: when a
+    // node leaves (a failover), the subscription may have moved and missed messages. The
+    // resync waits until the Cluster serves every slot again.
+    if (subscriber instanceof Cluster) {
+      let waiting = false
+      subscriber.on('-node', (node: { options: { host?: string; port?: number } }) => {
+        if (waiting) return
+        waiting = true
+        void this.whenClusterServesWithout(subscriber, `${node.options.host}:${node.options.port}`).then(() => {
+          waiting = false
+          resync()
+        })
+      })
+    }
     // Queued until the connection is up; ioredis renews it after every reconnect.
     subscriber.subscribe(this.channel).catch(() => undefined)
   }
 
+  private async whenCommandsWork(): Promise<void> {
+    while (this.redis.status !== 'ready' && !this.closed) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+
+  /**
+   * Resolves once every slot is served and `lost` (host:port) either serves none (a replica
+   * took over) or is connected again (it was only a lost connection).
+   */
+  private async whenClusterServesWithout(cluster: Cluster, lost: string): Promise<void> {
+    for (;;) {
+      if (this.closed) return
+      try {
+        if ((await cluster.cluster('INFO')).includes('cluster_state:ok')) {
+          const slots = await cluster.cluster('SLOTS')
+          if (!slots.some(([, , master]) => master !== undefined && `${master[0]}:${master[1]}` === lost)) return
+          if (cluster.nodes('master').some((n) => `${n.options.host}:${n.options.port}` === lost && n.status === 'ready')) return
+        }
+      } catch {
+        // Not yet.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+  }
+
   async close(): Promise<void> {
+    this.closed = true
     if (this.subscriber !== undefined) this.subscriber.disconnect()
   }
 }

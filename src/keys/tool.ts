@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import pino from 'pino'
 import { ConfigError, loadConfig } from '../config.js'
-import { createRedis } from '../redis.js'
+import { createRedis, redisMode, redisTarget, type RedisTarget } from '../redis.js'
 import { RedisKeyStore, type KeyRecord, type KeyStore } from './store.js'
 
 // The API-key tool (`npm run keys -- …`): create, list, show, suspend, resume, revoke.
@@ -160,12 +160,13 @@ export async function runKeyTool(argv: string[], env: NodeJS.ProcessEnv, io: Too
     io.err(error instanceof ConfigError || error instanceof UsageError ? error.message : String(error))
     return 2
   }
-  const redis = createRedis({ url: config.redisUrl, name: 'keys-tool', logger: pino({ level: 'silent' }), role: 'tool' })
+  const target = redisTarget(config)
+  const redis = createRedis({ ...target, name: 'keys-tool', logger: pino({ level: 'silent' }), role: 'tool' })
   try {
     try {
       await redis.connect()
     } catch {
-      io.err(`cannot reach Redis at ${redactUrl(config.redisUrl)}`)
+      io.err(`cannot reach Redis ${describeTarget(target)}`)
       return 1
     }
     await execute(new RedisKeyStore(redis, config.redisPrefix), parsed, config.brands.map((b) => b.id), io)
@@ -179,6 +180,15 @@ export async function runKeyTool(argv: string[], env: NodeJS.ProcessEnv, io: Too
     return 1
   } finally {
     redis.disconnect()
+  }
+}
+
+function describeTarget(target: RedisTarget): string {
+  const list = (nodes: { host: string; port: number }[]) => nodes.map((n) => `${n.host}:${n.port}`).join(',')
+  switch (redisMode(target)) {
+    case 'sentinel': return `master '${target.sentinel?.master}' through the sentinels ${list(target.sentinel?.sentinels ?? [])}`
+    case 'cluster': return `Cluster at ${list(target.clusterNodes ?? [])}`
+    default: return `at ${redactUrl(target.url)}`
   }
 }
 

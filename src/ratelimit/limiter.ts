@@ -33,6 +33,8 @@ export interface RateLimiterOptions {
   logger: Logger
   /** A request let through because the store could not answer. */
   onFailOpen?: () => void
+  /** Quota of `keyId` granted to this instance by one lease. */
+  onLease?: (keyId: string, granted: number) => void
 }
 
 /** Part of what is left that one lease may take: 1/16, so ~16 instances share the tail fairly. */
@@ -84,9 +86,10 @@ export class RateLimiter {
   private async lease(state: KeyWindow, keyId: string, limit: number): Promise<void> {
     const left = limit - state.used
     const batch = Math.max(1, Math.min(this.maxBatch, Math.floor(left / LEASE_SHARE)))
-    const { granted, used } = await this.store.lease(`${keyId}:${state.window}`, limit, batch, this.windowMs + 1000)
+    const { granted, used } = await this.store.lease(keyId, state.window, limit, batch, this.windowMs + 1000)
     state.used = used
     state.local += granted
+    this.options.onLease?.(keyId, granted)
     if (granted === 0) state.exhausted = true
   }
 

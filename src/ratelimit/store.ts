@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisClient } from '../redis.js'
 
 // Where quota is counted. One atomic operation: lease up to `batch` of what is left of a
 // key's quota in a window, and say how much of it is used now.
@@ -9,7 +9,8 @@ export interface Lease {
 }
 
 export interface QuotaStore {
-  lease(counter: string, limit: number, batch: number, ttlMs: number): Promise<Lease>
+  /** `keyId` names whose quota it is; `window` which window of it. */
+  lease(keyId: string, window: number, limit: number, batch: number, ttlMs: number): Promise<Lease>
 }
 
 // KEYS[1] the window's counter; ARGV limit, batch, ttl in ms. Never grants past the limit.
@@ -28,15 +29,17 @@ type LeaseCommand = (key: string, limit: number, batch: number, ttlMs: number) =
 export class RedisQuotaStore implements QuotaStore {
   private readonly leaseQuota: LeaseCommand
 
-  constructor(redis: Redis, private readonly namespace: string) {
+  constructor(redis: RedisClient, private readonly namespace: string) {
     // defineCommand sends EVALSHA, loading the script once per connection.
     redis.defineCommand('leaseQuota', { numberOfKeys: 1, lua: LEASE_SCRIPT })
     const command = (redis as unknown as { leaseQuota: LeaseCommand }).leaseQuota
     this.leaseQuota = command.bind(redis)
   }
 
-  async lease(counter: string, limit: number, batch: number, ttlMs: number): Promise<Lease> {
-    const [granted, used] = await this.leaseQuota(`${this.namespace}rl:${counter}`, limit, batch, ttlMs)
+  async lease(keyId: string, window: number, limit: number, batch: number, ttlMs: number): Promise<Lease> {
+    // The key id is a hash tag: every counter of one key sits in one slot of a Cluster, so a
+    // script may one day touch several of them.
+    const [granted, used] = await this.leaseQuota(`${this.namespace}rl:{${keyId}}:${window}`, limit, batch, ttlMs)
     return { granted, used }
   }
 }
@@ -45,7 +48,8 @@ export class RedisQuotaStore implements QuotaStore {
 export class MemoryQuotaStore implements QuotaStore {
   private readonly counters = new Map<string, { used: number; expiresAt: number }>()
 
-  async lease(counter: string, limit: number, batch: number, ttlMs: number): Promise<Lease> {
+  async lease(keyId: string, window: number, limit: number, batch: number, ttlMs: number): Promise<Lease> {
+    const counter = `${keyId}:${window}`
     const now = Date.now()
     let entry = this.counters.get(counter)
     if (entry === undefined || entry.expiresAt <= now) {
