@@ -5,7 +5,10 @@ import { statusReport, type StatusSources } from './status.js'
 
 // The admin listener (ADMIN_HOST:ADMIN_PORT): metrics and status for operators, on a port
 // of its own so that neither route is ever reachable on the public one. With ADMIN_TOKEN
-// set, both need `Authorization: Bearer <ADMIN_TOKEN>`.
+// set, both need `Authorization: Bearer <ADMIN_TOKEN>`. `/livez` needs none: an orchestrator's
+// liveness probe carries no token, and it tells nothing but that the process answers.
+
+const LIVENESS_PATH = '/livez'
 
 export interface AdminOptions {
   token?: string | undefined
@@ -22,6 +25,7 @@ export async function buildAdmin(metrics: Metrics, sources: StatusSources, optio
   if (token !== undefined) {
     const expected = digest(`Bearer ${token}`)
     admin.addHook('onRequest', async (request, reply) => {
+      if (request.url === LIVENESS_PATH) return
       const presented = request.headers.authorization
       if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return
       return reply.code(401).header('www-authenticate', 'Bearer realm="admin"').header('cache-control', 'no-store')
@@ -29,6 +33,12 @@ export async function buildAdmin(metrics: Metrics, sources: StatusSources, optio
         .send({ title: 'Unauthorized', status: 401, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.' })
     })
   }
+  // Alive while the event loop turns; Redis or an upstream being down is not a reason to
+  // restart the process (readiness, on the public port's /v1/health, covers those).
+  admin.get(LIVENESS_PATH, async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+    return { status: 'ok' }
+  })
   admin.get('/metrics', async (_request, reply) => {
     reply.type(metrics.registry.contentType)
     return metrics.registry.metrics()

@@ -183,6 +183,12 @@ describe('ADMIN_TOKEN (operations: admin port)', () => {
     }
   })
 
+  it('answers the liveness probe without a token, telling nothing else', async () => {
+    const res = await call('/livez')
+    expect({ status: res.statusCode, type: res.headers['content-type'], cache: res.headers['cache-control'], body: res.body })
+      .toEqual({ status: 200, type: 'application/json; charset=utf-8', cache: 'no-store', body: '{"status":"ok"}' })
+  })
+
   it('serves both routes to the bearer of the token', async () => {
     const metrics = await call('/metrics', `Bearer ${TOKEN}`)
     expect(metrics.statusCode).toBe(200)

@@ -77,7 +77,7 @@ describe('deploy/kubernetes', () => {
     expect({ path: container.readinessProbe.httpGet.path, port: portNumber(container.readinessProbe.httpGet.port) })
       .toEqual({ path: '/v1/health', port: publicPort })
     expect({ path: container.livenessProbe.httpGet.path, port: portNumber(container.livenessProbe.httpGet.port) })
-      .toEqual({ path: '/status', port: adminPort })
+      .toEqual({ path: '/livez', port: adminPort })
     expect(container.ports.map((p: { containerPort: number }) => p.containerPort).sort()).toEqual([publicPort, adminPort].sort())
   })
 
