@@ -19,6 +19,7 @@ import type { KeyVerifier } from './keys/authenticator.js'
 import { AuthFailureLimiter } from './pipeline/abuse.js'
 import { authenticationStage } from './pipeline/authentication.js'
 import { bodyStage } from './pipeline/body.js'
+import { runChecks, type Check } from './pipeline/check.js'
 import { headerStage } from './pipeline/headers.js'
 import { observeStage } from './pipeline/log.js'
 import { negotiationStage } from './pipeline/negotiation.js'
@@ -135,14 +136,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     const brandScoped = policy.scope !== 'none'
     // Logs and metrics name a declared route by its declared path (routes.md).
     const label = policy.kind === 'proxy' ? policy.path : url
-    const onRequest = [
+    const checks: Check[] = [
       routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
       ...(policy.auth ? [headerStage(policy.scope), bodyStage(policy)] : []), // 3. headers, body framing
       ...(policy.auth ? [authenticate] : []), // 4. API key and brand
       ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
       parametersStage(policy.query, policy.pathParams), // 6. query and path parameters (then the body is read: 6, well-formed JSON)
-    ] as onRequestHookHandler[]
+    ]
+    const onRequest = [runChecks(checks)] as onRequestHookHandler[]
     const testMode = policy.auth ? testModeStage(policy, hasSandbox) : undefined
     const preHandler = [
       ...(testMode === undefined ? [] : [testMode]), // a test key needs a sandbox of every upstream (decisions 9)

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache'
 import { ApiError, unauthorized } from '../contract/errors.js'
 import { digestKey, keyMode } from './format.js'
-import type { Principal } from './principal.js'
+import type { KeyMode, Principal } from './principal.js'
 import type { KeyRecord, KeyStore } from './store.js'
 
 // The hot path of authentication: a key with a bad checksum never reaches Redis; a known
@@ -19,13 +19,16 @@ export interface VerifyHooks {
 
 /** Turns a presented key into its principal, or throws the 401/403/503 ApiError. */
 export interface KeyVerifier {
-  verify(key: string, hooks?: VerifyHooks): Promise<Principal>
+  /** The principal at once when the key's record is at hand; a promise when it must be looked up. */
+  verify(key: string, hooks?: VerifyHooks): Principal | Promise<Principal>
 }
 
 interface CachedKey {
   record: KeyRecord
   principal: Principal
   loadedAt: number
+  /** `record.expiresAt` in epoch ms, parsed once; Infinity when it never expires. */
+  expiresAtMs: number
 }
 
 export interface AuthenticatorOptions {
@@ -38,6 +41,15 @@ export interface AuthenticatorOptions {
 }
 
 const DEFAULT_MAX_UNKNOWN = 10_000
+
+function entryOf(record: KeyRecord): CachedKey {
+  return {
+    record,
+    principal: principalOf(record),
+    loadedAt: Date.now(),
+    expiresAtMs: record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
+  }
+}
 
 function principalOf(record: KeyRecord): Principal {
   return {
@@ -67,7 +79,7 @@ export class KeyAuthenticator implements KeyVerifier {
       allowStaleOnFetchRejection: true,
       fetchMethod: async (digest) => {
         const record = await store.findByDigest(digest)
-        if (record !== null) return { record, principal: principalOf(record), loadedAt: Date.now() }
+        if (record !== null) return entryOf(record)
         // Not cached here (undefined leaves the known-key cache alone): remembered apart.
         this.unknown.set(digest, true)
         return undefined
@@ -98,7 +110,7 @@ export class KeyAuthenticator implements KeyVerifier {
             this.unknown.set(digest, true)
             return undefined
           }
-          const entry = { record, principal: principalOf(record), loadedAt: Date.now() }
+          const entry = entryOf(record)
           this.cache.set(digest, entry)
           return entry
         } finally {
@@ -133,31 +145,29 @@ export class KeyAuthenticator implements KeyVerifier {
     return entry
   }
 
-  async verify(key: string, hooks: VerifyHooks = {}): Promise<Principal> {
+  /**
+   * The key's principal, or the 401/403/503 ApiError. Synchronous on a cache hit (most
+   * requests): only a key this instance does not hold costs a promise and a look-up.
+   */
+  verify(key: string, hooks: VerifyHooks = {}): Principal | Promise<Principal> {
     const mode = keyMode(key)
-    if (mode === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
+    if (mode === undefined) throw invalidKey()
     const digest = digestKey(key)
     this.lookups += 1
-    let entry = this.cache.get(digest)
-    if (entry !== undefined) this.hits += 1
-    else if (this.unknown.has(digest)) {
+    const entry = this.cache.get(digest)
+    if (entry !== undefined) {
       this.hits += 1
-      throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
-    } else {
-      hooks.beforeLookup?.()
-      entry = await this.load(digest)
+      return admit(entry, mode)
     }
-    if (entry === undefined) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
-    const { record, principal } = entry
-    // The prefix says the mode; a record that says otherwise is not this key (decisions 9).
-    if (record.mode !== mode) throw unauthorized('INVALID_API_KEY', 'The API key is not valid.')
-    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= Date.now()) {
-      throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt}.`)
+    if (this.unknown.has(digest)) {
+      this.hits += 1
+      throw invalidKey()
     }
-    if (record.status === 'suspended') {
-      throw new ApiError('API_KEY_SUSPENDED', 'The API key is suspended.')
-    }
-    return principal
+    hooks.beforeLookup?.()
+    return this.load(digest).then((loaded) => {
+      if (loaded === undefined) throw invalidKey()
+      return admit(loaded, mode)
+    })
   }
 
   /** Known keys cached. */
@@ -173,4 +183,18 @@ export class KeyAuthenticator implements KeyVerifier {
   get hitRatio(): number {
     return this.lookups === 0 ? 0 : Math.round((this.hits / this.lookups) * 1000) / 1000
   }
+}
+
+function invalidKey(): ApiError {
+  return unauthorized('INVALID_API_KEY', 'The API key is not valid.')
+}
+
+/** The principal of a record found for a key of `mode`, or why the key may not be used. */
+function admit(entry: CachedKey, mode: KeyMode): Principal {
+  const { record } = entry
+  // The prefix says the mode; a record that says otherwise is not this key (decisions 9).
+  if (record.mode !== mode) throw invalidKey()
+  if (entry.expiresAtMs <= Date.now()) throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt as string}.`)
+  if (record.status === 'suspended') throw new ApiError('API_KEY_SUSPENDED', 'The API key is suspended.')
+  return entry.principal
 }

@@ -1,7 +1,8 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { ApiError, unauthorized } from '../contract/errors.js'
 import type { Brand } from '../http/brands.js'
 import type { KeyVerifier } from '../keys/authenticator.js'
+import type { Principal } from '../keys/principal.js'
 import type { AuthFailureLimiter } from './abuse.js'
 
 // Step 4 of decisions 1: who is calling, and may they call this brand's host?
@@ -17,33 +18,46 @@ export function bearerToken(header: string | undefined): string {
 }
 
 export function authenticationStage(verifier: KeyVerifier, failures?: AuthFailureLimiter) {
-  return async function authenticate(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
-    let principal
-    if (failures === undefined) principal = await verifier.verify(bearerToken(request.headers.authorization))
-    else {
-      // Decisions 10: an address over its 401 allowance is refused before any look-up.
-      const address = request.ip
-      failures.check(address)
-      let reserved = false
-      try {
-        principal = await verifier.verify(bearerToken(request.headers.authorization), {
-          beforeLookup: () => {
-            failures.reserve(address)
-            reserved = true
-          },
-        })
-      } catch (error) {
-        const refused = error instanceof ApiError && error.status === 401
-        if (refused && !reserved) failures.add(address)
-        else if (!refused && reserved) failures.release(address)
-        throw error
-      }
-      if (reserved) failures.release(address)
-    }
+  /** The key is this principal's; may it call this host's brand? */
+  const admit = (request: FastifyRequest, principal: Principal): void => {
     request.principal = principal
     const brand = request.brand as Brand
     if (principal.brand !== brand.id) {
       throw new ApiError('BRAND_ACCESS_DENIED', `This API key belongs to another brand; it cannot be used at host '${request.hostname}'.`)
     }
+  }
+  return function authenticate(request: FastifyRequest): void | Promise<void> {
+    if (failures === undefined) {
+      const principal = verifier.verify(bearerToken(request.headers.authorization))
+      if (principal instanceof Promise) return principal.then((p) => admit(request, p))
+      return admit(request, principal)
+    }
+    // Decisions 10: an address over its 401 allowance is refused before any look-up.
+    const address = request.ip
+    failures.check(address)
+    let reserved = false
+    const failed = (error: unknown): never => {
+      const refused = error instanceof ApiError && error.status === 401
+      if (refused && !reserved) failures.add(address)
+      else if (!refused && reserved) failures.release(address)
+      throw error
+    }
+    let principal: Principal | Promise<Principal>
+    try {
+      principal = verifier.verify(bearerToken(request.headers.authorization), {
+        beforeLookup: () => {
+          failures.reserve(address)
+          reserved = true
+        },
+      })
+    } catch (error) {
+      return failed(error)
+    }
+    // A key this instance holds is answered at once; only a look-up waits.
+    if (!(principal instanceof Promise)) return admit(request, principal)
+    return principal.then((found) => {
+      if (reserved) failures.release(address)
+      admit(request, found)
+    }, failed)
   }
 }

@@ -19,22 +19,21 @@ const JSON_MEDIA_TYPE = 'application/json'
 /** Step 3 (end) for a route: what its body methods may send, and nothing on the others. */
 export function bodyStage(policy: RoutePolicy) {
   const limit = policy.body === 'none' ? undefined : policy.body.maxBytes
-  return function checkBody(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void {
-    if (limit === undefined || !BODY_METHODS.has(request.method)) return refuseBody(request, reply, done)
+  return function checkBody(request: FastifyRequest, reply: FastifyReply): void {
+    if (limit === undefined || !BODY_METHODS.has(request.method)) return refuseBody(request, reply)
     const length = request.headers['content-length']
     const chunked = request.headers['transfer-encoding'] !== undefined
-    if (!chunked && (length === undefined || length === '0')) return done()
+    if (!chunked && (length === undefined || length === '0')) return
     const type = request.headers['content-type']
     const media = (type ?? '').split(';')[0]?.trim().toLowerCase()
     if (media !== JSON_MEDIA_TYPE) {
-      return done(new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE}; the Content-Type was ${type === undefined ? 'missing' : `'${type}'`}.`))
+      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE}; the Content-Type was ${type === undefined ? 'missing' : `'${type}'`}.`)
     }
     if (!chunked && Number(length) > limit) {
       // Reading on would mean taking in what we refuse; close the connection instead.
       reply.header('connection', 'close')
-      return done(tooLarge(limit))
+      throw tooLarge(limit)
     }
-    done()
   }
 }
 
@@ -44,17 +43,17 @@ export function bodyStage(policy: RoutePolicy) {
  * its end would let a client hold the connection open before any key is checked. Its
  * connection closes, since the unread body cannot be told from the next request.
  */
-function refuseBody(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void {
+function refuseBody(request: FastifyRequest, reply: FastifyReply): void {
   if (request.headers['transfer-encoding'] !== undefined) {
     reply.header('connection', 'close')
-    return done(unexpected())
+    throw unexpected()
   }
   const length = request.headers['content-length']
-  if (length === undefined || length === '0') return done()
+  if (length === undefined || length === '0') return
   const bytes = Number(length)
   if (bytes > DEFAULT_BODY_BYTES) {
     reply.header('connection', 'close')
-    return done(tooLarge(DEFAULT_BODY_BYTES))
+    throw tooLarge(DEFAULT_BODY_BYTES)
   }
-  done(bytes > 0 ? unexpected() : undefined)
+  if (bytes > 0) throw unexpected()
 }

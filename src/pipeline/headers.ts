@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { HEADER_CORRELATION_ID, HEADER_PROPERTY_ID } from '../contract/headers.js'
 import type { Scope } from '../routes/policy.js'
@@ -16,7 +16,7 @@ function listed(fields: string[]): string {
 /** Step 3 for a route that takes a key, with its scope. */
 export function headerStage(scope: Scope) {
   const needsProperty = scope === 'property'
-  return function checkHeaders(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+  return function checkHeaders(request: FastifyRequest): void {
     const headers = request.headers
     const userAgent = headers['user-agent']
     const propertyId = headers[HEADER_PROPERTY_ID]
@@ -29,7 +29,7 @@ export function headerStage(scope: Scope) {
     }
     if (missing.length > 0) {
       const names = missing.map((e) => e.field)
-      return done(new ApiError('MISSING_REQUIRED_HEADER', `The ${listed(names)} header${names.length > 1 ? 's are' : ' is'} required.`, { errors: missing }))
+      throw new ApiError('MISSING_REQUIRED_HEADER', `The ${listed(names)} header${names.length > 1 ? 's are' : ' is'} required.`, { errors: missing })
     }
     const invalid: FieldError[] = []
     if (userAgent !== undefined && !USER_AGENT.test(userAgent)) {
@@ -43,15 +43,14 @@ export function headerStage(scope: Scope) {
       invalid.push({ field: 'Service-Property-Id', code: 'INVALID_FORMAT', detail: 'Must be a property id (a UUID) as listed by GET /v1/properties.' })
     }
     if (invalid.length > 0) {
-      return done(new ApiError('INVALID_HEADER', `Invalid ${listed(invalid.map((e) => e.field))} header.`, { errors: invalid }))
+      throw new ApiError('INVALID_HEADER', `Invalid ${listed(invalid.map((e) => e.field))} header.`, { errors: invalid })
     }
     if (needsProperty) {
       request.propertyId = (propertyId as string).toLowerCase()
     } else if (propertyId !== undefined) {
-      return done(new ApiError('HEADER_NOT_ALLOWED', 'This endpoint takes no Service-Property-Id header.', {
+      throw new ApiError('HEADER_NOT_ALLOWED', 'This endpoint takes no Service-Property-Id header.', {
         errors: [{ field: 'Service-Property-Id', code: 'NOT_ALLOWED', detail: 'Remove this header; brand-wide endpoints do not take it.' }],
-      }))
+      })
     }
-    done()
   }
 }

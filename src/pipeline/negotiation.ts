@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
 
 // Step 2 of decisions 1: does the Accept header admit application/json?
@@ -64,7 +64,7 @@ export function acceptsJson(accept: string | undefined): boolean {
   return verdict
 }
 
-export function negotiationStage(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-  if (acceptsJson(request.headers.accept)) return done()
-  done(new ApiError('NOT_ACCEPTABLE', `This API produces application/json only; the Accept header '${request.headers.accept ?? ''}' does not admit it.`))
+export function negotiationStage(request: FastifyRequest): void {
+  if (acceptsJson(request.headers.accept)) return
+  throw new ApiError('NOT_ACCEPTABLE', `This API produces application/json only; the Accept header '${request.headers.accept ?? ''}' does not admit it.`)
 }

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { MAX_FIELD_ERRORS } from '../contract/problem.js'
 import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/policy.js'
@@ -119,17 +119,12 @@ function paramProblem(name: string, rule: PathParamRule, value: string): ApiErro
 /** Step 6 for a route, with its query and path rules. */
 export function parametersStage(query: QuerySpec, params: ParamsSpec) {
   const paramRules = Object.entries(params)
-  return function checkParameters(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
-    try {
-      request.parsedQuery = parseQuery(request.query as Record<string, unknown>, query)
-      const values = request.params as Record<string, string>
-      for (const [name, rule] of paramRules) {
-        const problem = paramProblem(name, rule, values[name] ?? '')
-        if (problem !== undefined) throw problem
-      }
-    } catch (error) {
-      return done(error as Error)
+  return function checkParameters(request: FastifyRequest): void {
+    request.parsedQuery = parseQuery(request.query as Record<string, unknown>, query)
+    const values = request.params as Record<string, string>
+    for (const [name, rule] of paramRules) {
+      const problem = paramProblem(name, rule, values[name] ?? '')
+      if (problem !== undefined) throw problem
     }
-    done()
   }
 }

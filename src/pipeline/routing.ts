@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
 import { pathOf } from '../contract/problem.js'
 import { MAX_URL_LENGTH } from '../http/limits.js'
@@ -51,18 +51,13 @@ function explainMiss(request: FastifyRequest, index: RouteIndex): ApiError {
  */
 export function routingStage(index: RouteIndex, label: string, brandScoped: boolean) {
   const hasParameters = label.includes(':') || label.includes('{')
-  return function route(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
+  return function route(request: FastifyRequest): void {
     request.routeUrl = label
-    try {
-      checkUrlLength(request)
-      resolveBrand(request)
-      // The router lets a parameter match nothing (`/v1/properties/`); no route takes that.
-      if (hasParameters && hasEmptyParameter(request.params)) throw explainMiss(request, index)
-      if (brandScoped && request.brand === null) throw hostNotServed(request)
-    } catch (error) {
-      return done(error as Error)
-    }
-    done()
+    checkUrlLength(request)
+    resolveBrand(request)
+    // The router lets a parameter match nothing (`/v1/properties/`); no route takes that.
+    if (hasParameters && hasEmptyParameter(request.params)) throw explainMiss(request, index)
+    if (brandScoped && request.brand === null) throw hostNotServed(request)
   }
 }
 

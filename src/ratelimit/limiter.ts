@@ -52,7 +52,12 @@ export class RateLimiter {
   }
 
   /** The verdict for one request of `keyId`; undefined when the store failed (fail open). */
-  async take(keyId: string, limit: number): Promise<Verdict | undefined> {
+  /**
+   * The verdict for one request of `keyId`; undefined when the store failed (fail open).
+   * At once while this instance holds a lease of the key's quota (most requests), or knows
+   * it is spent; a promise only when it must lease more from the store.
+   */
+  take(keyId: string, limit: number): Verdict | undefined | Promise<Verdict | undefined> {
     const now = Date.now()
     const window = Math.floor(now / this.windowMs)
     const resetSeconds = Math.max(1, Math.ceil(((window + 1) * this.windowMs - now) / 1000))
@@ -62,25 +67,28 @@ export class RateLimiter {
       this.windows.set(keyId, state)
       this.forgetOldWindows(window)
     }
-    for (;;) {
-      if (state.local > 0) {
-        state.local -= 1
-        return { allowed: true, limit, remaining: Math.max(0, limit - state.used + state.local), resetSeconds }
-      }
-      if (state.exhausted) return { allowed: false, limit, remaining: 0, resetSeconds }
-      if (state.pending === undefined) {
-        state.pending = this.lease(state, keyId, limit).finally(() => {
-          (state as KeyWindow).pending = undefined
-        })
-      }
-      try {
-        await state.pending
-      } catch (error) {
-        this.failOpen(error)
-        return undefined
-      }
-      this.recovered()
+    return this.spend(state, keyId, limit, resetSeconds)
+  }
+
+  private spend(state: KeyWindow, keyId: string, limit: number, resetSeconds: number): Verdict | Promise<Verdict | undefined> {
+    if (state.local > 0) {
+      state.local -= 1
+      return { allowed: true, limit, remaining: Math.max(0, limit - state.used + state.local), resetSeconds }
     }
+    if (state.exhausted) return { allowed: false, limit, remaining: 0, resetSeconds }
+    if (state.pending === undefined) {
+      state.pending = this.lease(state, keyId, limit).finally(() => {
+        state.pending = undefined
+      })
+    }
+    // Concurrent requests of one key share the lease in flight, then spend from it.
+    return state.pending.then(() => {
+      this.recovered()
+      return this.spend(state, keyId, limit, resetSeconds)
+    }, (error: unknown) => {
+      this.failOpen(error)
+      return undefined
+    })
   }
 
   private async lease(state: KeyWindow, keyId: string, limit: number): Promise<void> {
