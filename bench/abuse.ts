@@ -1,12 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
-import { connect, createServer, type Socket } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { Pool, request } from 'undici'
 import { generateKey } from '../src/keys/format.js'
 import { RedisKeyStore } from '../src/keys/store.js'
+import { freePort } from './ports.js'
 
 // `npm run abuse`: drives each attack of the hardening review against a running gateway (its
 // own process, as `npm start` runs it, with the stand-in PMS and a Redis server of its own on
@@ -24,17 +25,6 @@ const ADMIN_TOKEN = 'abuse-bench-admin-token-0123456789'
 const children: ChildProcess[] = []
 const dir = mkdtempSync(join(tmpdir(), 'gw-abuse-'))
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-    server.on('error', reject)
-  })
-}
 
 function start(command: string, args: string[], env: Record<string, string> = {}): ChildProcess {
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })

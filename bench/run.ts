@@ -2,7 +2,6 @@ import autocannon from 'autocannon'
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { cpus, freemem, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -10,6 +9,7 @@ import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { benchAuth } from './auth.js'
+import { freePort } from './ports.js'
 
 // `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>] [-- --node-options "<flags>"]`:
 // every server in its own process (the gateway in several configurations, the references, the
@@ -75,17 +75,6 @@ function cpuMicros(pid: number): number {
 function rss(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-    server.on('error', reject)
-  })
 }
 
 interface StartOptions { stdin?: string; stdout?: 'pipe' | 'ignore'; nodeOptions?: string[] }

@@ -1,10 +1,10 @@
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
+import { freePort } from '../ports.js'
 
 // Highly available Redis on this machine, from the one redis-server binary: a Sentinel group
 // (a master, a replica, three sentinels) or a Cluster (three masters, a replica each), on
@@ -20,17 +20,6 @@ export function haRedisMissing(): string | undefined {
     if (found.error !== undefined || found.status !== 0) return `${binary} is not installed (Debian: apt-get install redis-server)`
   }
   return undefined
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-    server.on('error', reject)
-  })
 }
 
 async function sleep(ms: number): Promise<void> {

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { createServer } from 'node:net'
 import type { Redis } from 'ioredis'
 import { redisAnswers } from '../../src/redis.js'
+import { freePort } from '../../bench/ports.js'
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
@@ -26,17 +26,6 @@ export async function keysUnder(redis: Redis, prefix: string): Promise<string[]>
 export async function removePrefix(redis: Redis, prefix: string): Promise<void> {
   const keys = await keysUnder(redis, prefix)
   if (keys.length > 0) await redis.del(...keys)
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-    server.on('error', reject)
-  })
 }
 
 /** A Redis server of the test's own, which it may stop and start again. */
@@ -80,3 +69,5 @@ export async function eventually(probe: () => Promise<boolean>, withinMs: number
     await new Promise((r) => setTimeout(r, everyMs))
   }
 }
+
+export { freePort }
