@@ -182,19 +182,14 @@ export class RedisMonitor {
 /** Whether Redis answers PING at `target` within the connect timeout (one attempt, no retry). */
 export async function redisAnswers(target: string | RedisTarget, connectTimeoutMs = 1000): Promise<boolean> {
   const where = typeof target === 'string' ? { url: target } : target
+  let client: RedisClient
   if (redisMode(where) === 'single') {
-    const client = new Redis(where.url, { lazyConnect: true, connectTimeout: connectTimeoutMs, retryStrategy: () => null, maxRetriesPerRequest: 0 })
+    // A bare client for one server, so the connect timeout is the caller's.
+    client = new Redis(where.url, { lazyConnect: true, connectTimeout: connectTimeoutMs, retryStrategy: () => null, maxRetriesPerRequest: 0 })
     client.on('error', () => undefined)
-    try {
-      await client.connect()
-      return (await client.ping()) === 'PONG'
-    } catch {
-      return false
-    } finally {
-      client.disconnect()
-    }
+  } else {
+    client = createRedis({ ...where, name: 'probe', logger: pino({ level: 'silent' }), role: 'tool' })
   }
-  const client = createRedis({ ...where, name: 'probe', logger: pino({ level: 'silent' }), role: 'tool' })
   try {
     await client.connect()
     return (await client.ping()) === 'PONG'
