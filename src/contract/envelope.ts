@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { HEADER_CORRELATION_ID } from './headers.js'
 import { propertyJson, type Property } from './property.js'
+import { isoNow } from './timestamp.js'
 
 // The success envelope (contract 2.2): `{ data, meta }`, meta with the request id, a UTC
 // timestamp with milliseconds and, on collections, the pagination. Written as a string
@@ -16,7 +17,7 @@ export interface Pagination {
 const JSON_TYPE = 'application/json; charset=utf-8'
 
 function meta(request: FastifyRequest, pagination?: Pagination): string {
-  const base = `"requestId":"${request.id}","timestamp":"${new Date().toISOString()}"`
+  const base = `"requestId":"${request.id}","timestamp":"${isoNow()}"`
   return pagination === undefined
     ? `{${base}}`
     : `{${base},"pagination":{"page":${pagination.page},"perPage":${pagination.perPage},"total":${pagination.total}}}`

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import fastJson from 'fast-json-stringify'
 import { ApiError, errorCatalog, kebabCode, type ErrorCode, type FieldError } from './errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from './headers.js'
+import { isoNow } from './timestamp.js'
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
@@ -24,10 +24,8 @@ export function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
-// The body of every error, serialised by a compiled function (fast-json-stringify) rather
-// than JSON.stringify: rejections must be cheap (bench/README.md).
 const string = { type: 'string' } as const
-/** The JSON schema of a problem body; the serialiser and the OpenAPI document (src/docs) share it. */
+/** The JSON schema of a problem body; the OpenAPI document (src/docs) and the contract tests check every answer against it. */
 export const problemJsonSchema = {
   type: 'object',
   properties: {
@@ -40,39 +38,52 @@ export const problemJsonSchema = {
   },
   required: ['type', 'title', 'status', 'detail', 'moreInfo', 'instance', 'code', 'errors', 'requestId', 'timestamp'],
 } as const
-export const serializeProblem = fastJson({ ...problemJsonSchema, required: [...problemJsonSchema.required] }) as (problem: ProblemDetails) => string
-
-// `type` links, built once per docs URL and code.
-const typeLinks = new Map<string, string>()
-function typeLink(docsUrl: string, code: ErrorCode): string {
-  const key = `${docsUrl} ${code}`
-  let link = typeLinks.get(key)
-  if (link === undefined) {
-    link = `${docsUrl}/errors/${kebabCode(code)}`
-    typeLinks.set(key, link)
-  }
-  return link
-}
 
 /** No answer grows with the caller's input (decisions 10): at most this many field errors. */
 export const MAX_FIELD_ERRORS = 20
 
-export function buildProblem(error: ApiError, docsUrl: string, instance: string, requestId: string): ProblemDetails {
-  const spec = errorCatalog[error.code]
-  const extra = error.errors.length - MAX_FIELD_ERRORS
-  return {
-    type: typeLink(docsUrl, error.code),
-    title: spec.title,
-    status: spec.status,
-    detail: extra > 0 ? `${error.detail} ${extra} more field error${extra > 1 ? 's are' : ' is'} not listed.` : error.detail,
-    moreInfo: spec.tip,
-    instance,
-    code: error.code,
-    errors: extra > 0 ? error.errors.slice(0, MAX_FIELD_ERRORS) : error.errors,
-    requestId,
-    timestamp: new Date().toISOString(),
-  }
+// Most of a problem body is fixed by its code and the brand's docs URL (type, title, status,
+// moreInfo, code): those parts are escaped once and kept, so a rejection serialises only
+// what differs per request (detail, instance, errors, requestId, timestamp). Rejections are
+// the answers a flood is made of; they must be the cheapest (bench/README.md). The fields
+// come out in the order of ProblemDetails.
+interface ProblemFrame {
+  /** Up to the value of `detail`. */
+  head: string
+  /** Between `detail` and the value of `instance`. */
+  middle: string
+  /** Between `instance` and the value of `errors`. */
+  tail: string
 }
+
+const frames = new Map<string, ProblemFrame>()
+function frameOf(docsUrl: string, code: ErrorCode): ProblemFrame {
+  const key = `${docsUrl} ${code}`
+  let frame = frames.get(key)
+  if (frame === undefined) {
+    const spec = errorCatalog[code]
+    const type = `${docsUrl}/errors/${kebabCode(code)}`
+    frame = {
+      head: `{"type":${JSON.stringify(type)},"title":${JSON.stringify(spec.title)},"status":${spec.status},"detail":`,
+      middle: `,"moreInfo":${JSON.stringify(spec.tip)},"instance":`,
+      tail: `,"code":${JSON.stringify(code)},"errors":`,
+    }
+    frames.set(key, frame)
+  }
+  return frame
+}
+
+/** The problem+json body (RFC 9457) of `error`; every field always present (contract 2.6). */
+export function problemBody(error: ApiError, docsUrl: string, instance: string, requestId: string): string {
+  const frame = frameOf(docsUrl, error.code)
+  const extra = error.errors.length - MAX_FIELD_ERRORS
+  const detail = extra > 0 ? `${error.detail} ${extra} more field error${extra > 1 ? 's are' : ' is'} not listed.` : error.detail
+  const errors = error.errors.length === 0 ? '[]' : JSON.stringify(extra > 0 ? error.errors.slice(0, MAX_FIELD_ERRORS) : error.errors, FIELD_ERROR_KEYS)
+  return `${frame.head}${JSON.stringify(detail)}${frame.middle}${JSON.stringify(instance)}${frame.tail}${errors},"requestId":${JSON.stringify(requestId)},"timestamp":"${isoNow()}"}`
+}
+
+// A field error says exactly these three things, whatever object a step built it from.
+const FIELD_ERROR_KEYS: (keyof FieldError)[] = ['field', 'code', 'detail']
 
 /**
  * Sends `error` as problem+json. Self-sufficient on purpose: it also runs for requests
@@ -90,7 +101,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   if (error.headers !== undefined) reply.headers(error.headers)
   if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter))
   reply.type(PROBLEM_CONTENT_TYPE)
-  const body = serializeProblem(buildProblem(error, docsUrl, pathOf(request.url), request.id))
+  const body = problemBody(error, docsUrl, pathOf(request.url), request.id)
   // Fastify's own HEAD routes drop the body; a HEAD that matched no route is ours to trim,
   // keeping the length GET would have had (RFC 9110 9.3.2).
   // (Requests Fastify builds for framework errors lack our decorations: undefined, not null.)

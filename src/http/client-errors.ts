@@ -2,7 +2,7 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net'
 import { ApiError, type ErrorCode } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
-import { buildProblem, PROBLEM_CONTENT_TYPE } from '../contract/problem.js'
+import { PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problem.js'
 import { generateRequestId } from './request-context.js'
 import { MAX_URL_LENGTH } from './limits.js'
 import type { RouteIndex } from './route-index.js'
@@ -78,7 +78,7 @@ export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
     const { code, detail } = classify(error, requestLine, allow)
     const requestId = generateRequestId()
     const problem = new ApiError(code, detail)
-    const body = method === 'HEAD' ? '' : JSON.stringify(buildProblem(problem, docsUrl, instance, requestId))
+    const body = method === 'HEAD' ? '' : problemBody(problem, docsUrl, instance, requestId)
     const head = [
       `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
       `content-type: ${PROBLEM_CONTENT_TYPE}`,
