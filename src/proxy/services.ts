@@ -76,8 +76,12 @@ class OriginRouter extends Dispatcher {
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    const origin = typeof options.origin === 'string' ? new URL(options.origin).origin : options.origin?.origin
-    const target = origin === undefined ? undefined : this.byOrigin.get(origin)
+    // The origin arrives as the string it was configured with on every call: a map hit,
+    // without parsing a URL per request; any other spelling is normalised first.
+    const given = options.origin
+    let target = typeof given === 'string' ? this.byOrigin.get(given) : undefined
+    const origin = typeof given === 'string' ? (target === undefined ? new URL(given).origin : given) : given?.origin
+    target ??= origin === undefined ? undefined : this.byOrigin.get(origin)
     if (target === undefined) throw new Error(`no upstream at origin ${String(origin)}`)
     return target.dispatch(options, handler)
   }
