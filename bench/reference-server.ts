@@ -18,6 +18,15 @@ const chunks: Buffer[] = []
 for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
 const routes = new Map(Object.entries(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, Route>))
 let counter = 0
+// REFERENCE_WORK_US: microseconds of busy work before each answer, for the calibration row
+// (bench/README.md): what this machine charges a server per microsecond of work it adds.
+const workMs = Number(process.env.REFERENCE_WORK_US ?? 0) / 1000
+
+function work(): void {
+  // Spins on the clock: at most this much CPU, less if the process is descheduled meanwhile.
+  const until = performance.now() + workMs
+  while (performance.now() < until);
+}
 
 const server = createServer((req, res) => {
   const route = routes.get(`${req.headers.authorization ?? ''} ${req.url ?? ''}`)
@@ -26,6 +35,7 @@ const server = createServer((req, res) => {
     return
   }
   counter += 1
+  if (workMs > 0) work()
   res.writeHead(route.status, { ...route.headers, 'service-request-id': `req_${counter.toString(16).padStart(32, '0')}` })
   res.end(route.body)
 })

@@ -316,6 +316,8 @@ async function main(): Promise<void> {
     // Cache off: the figure that matters is the latency added at p50 over calling the PMS
     // directly, at a few connections; fewer requests, as each costs a PMS call.
     { name: 'GET /v1/properties/{id}, cache off', gateway: 'uncached', call: single, status: 200, reference: { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    // One connection: the time the gateway adds to one call, without queueing behind others.
+    { name: 'GET /v1/properties/{id}, cache off, one connection', gateway: 'uncached', call: single, status: 200, reference: { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, connections: 1, amount: Math.round(AMOUNT / 10) },
     { name: 'GET /v1/properties?perPage=100, cache off', gateway: 'uncached', call: list, status: 200, reference: { kind: 'pms', call: { path: '/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100', headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 20) },
     { name: '401, unknown key', gateway: 'cached', call: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }, status: 401, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: '400, unknown parameter', gateway: 'cached', call: { path: '/v1/properties?per_page=100', headers: auth }, status: 400, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
@@ -333,7 +335,8 @@ async function main(): Promise<void> {
   // service (which does none of the checks).
   allScenarios.push({ name: 'GET /v1/guests, declared pass-through route', gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, reference: { kind: 'proxy' }, connections: CONNECTIONS, amount: AMOUNT, soak: true })
   const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => s.name.toLowerCase().includes(ONLY))
-  if (scenarios.length === 0) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
+  const calibrating = ONLY === undefined || 'calibration'.includes(ONLY)
+  if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
 
   // What the node:http reference answers: the gateway's own bytes for each request.
   const routes: Record<string, { status: number; headers: Record<string, string>; body: string }> = {}
@@ -418,6 +421,8 @@ async function main(): Promise<void> {
     }
   })
 
+  const calibration = calibrating ? await calibrate() : undefined
+
   const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
     for (const s of scenarios.filter((x) => x.soak === true)) {
@@ -434,8 +439,41 @@ async function main(): Promise<void> {
   }
 
   const authCost = await benchAuth(QUICK ? 200_000 : 500_000)
-  report({ machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, soaks, auth: authCost, warnings })
+  report({ machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, calibration, soaks, auth: authCost, warnings })
   await redis.quit()
+}
+
+/** Microseconds of busy work per answer that the calibration adds to a bare server. */
+const CALIBRATION_WORK_US = 50
+
+interface Calibration { workUs: number; plain: Measure; busy: Measure; addedCpuUs: number }
+
+/**
+ * What this machine charges a server for work it adds: the bare node:http reference against
+ * the same server spinning CALIBRATION_WORK_US before each answer, in alternating rounds like
+ * the rows. Were CPU additive, the second would cost that much more per answer.
+ */
+async function calibrate(): Promise<Calibration> {
+  const routes = { ' /calibration': { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: '{"ok":true}' } }
+  const start = async (workUs: number): Promise<Target> => {
+    const child = startProcess('dist/bench/reference-server.js', { REFERENCE_WORK_US: String(workUs) }, { stdin: JSON.stringify(routes) })
+    return { url: `http://127.0.0.1:${await portOf(child)}/calibration`, headers: {}, pid: child.pid as number }
+  }
+  const plain = await start(0)
+  const busy = await start(CALIBRATION_WORK_US)
+  await load(plain, CONNECTIONS, { seconds: 1 })
+  await load(busy, CONNECTIONS, { seconds: 1 })
+  const rounds: { plain: Measure[]; busy: Measure[] } = { plain: [], busy: [] }
+  for (let round = 1; round <= ROUNDS; round += 1) {
+    rounds.plain.push(await load(plain, CONNECTIONS, { amount: AMOUNT }))
+    rounds.busy.push(await load(busy, CONNECTIONS, { amount: AMOUNT }))
+  }
+  const middle = (list: Measure[]): Measure => {
+    const cpu = median(list.map((m) => m.cpuUs))
+    return list.find((m) => m.cpuUs === cpu) ?? { ...(list[0] as Measure), cpuUs: cpu }
+  }
+  const result = { plain: middle(rounds.plain), busy: middle(rounds.busy) }
+  return { workUs: CALIBRATION_WORK_US, ...result, addedCpuUs: round1(result.busy.cpuUs - result.plain.cpuUs) }
 }
 
 interface Results {
@@ -446,9 +484,17 @@ interface Results {
   only: string | undefined
   clockTicks: number
   rows: Row[]
+  calibration: Calibration | undefined
   soaks: Soak[]
   auth: Awaited<ReturnType<typeof benchAuth>>
   warnings: string[]
+}
+
+function calibrationLine(c: Calibration): string {
+  return `Calibration: the bare node:http reference costs ${c.plain.cpuUs.toFixed(1)} µs of CPU per answer (${c.plain.rps} req/s); `
+    + `the same server spinning ${c.workUs} µs before each answer, ${c.busy.cpuUs.toFixed(1)} µs (${c.busy.rps} req/s): `
+    + `${c.addedCpuUs.toFixed(1)} µs more for ${c.workUs} µs of work (×${(c.addedCpuUs / c.workUs).toFixed(2)}). `
+    + `At this machine's rates, a server that adds 1 µs of work is charged that much more per answer.`
 }
 
 function report(results: Results): void {
@@ -456,18 +502,20 @@ function report(results: Results): void {
   const driver = results.rows.flatMap((r) => [r.gateway.driverCpuUs, r.ref.driverCpuUs])
   const lines = [
     `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; `
-      + `median of ${results.rounds} alternating rounds of ${results.amount} requests per side (a fifth and a twentieth of that for the two cache-off rows). `
+      + `median of ${results.rounds} alternating rounds of the row's number of requests per side. `
       + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. Gateway logging at info, one line per request.`
       + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`),
     '',
     'CPU is user + system time of the server process over its round (`/proc/<pid>/stat`), per answer; the CPU ratio is reference ÷ gateway (higher is better, 1.00 costs the same). Latencies in µs.',
     '',
-    '| scenario | conns | reference | gateway CPU µs | ref CPU µs | CPU ratio | gateway req/s | ref req/s | req/s ratio | p50 µs | p99 µs | ref p50 µs | ref p99 µs | added p50 µs |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
-    ...results.rows.map((r) => `| ${r.scenario} | ${r.connections} | ${r.reference} | ${r.gateway.cpuUs.toFixed(1)} | ${r.ref.cpuUs.toFixed(1)} | **${r.cpuRatio.toFixed(2)}** | ${r.gateway.rps} | ${r.ref.rps} | ${r.rpsRatio.toFixed(2)} | ${r.gateway.p50Us} | ${r.gateway.p99Us} | ${r.ref.p50Us} | ${r.ref.p99Us} | ${r.addedP50Us} |`),
+    ...(results.rows.length === 0 ? [] : [
+      '| scenario | conns | requests | reference | gateway CPU µs | ref CPU µs | CPU ratio | gateway req/s | ref req/s | req/s ratio | p50 µs | p99 µs | ref p50 µs | ref p99 µs | added p50 µs |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      ...results.rows.map((r) => `| ${r.scenario} | ${r.connections} | ${r.amount} | ${r.reference} | ${r.gateway.cpuUs.toFixed(1)} | ${r.ref.cpuUs.toFixed(1)} | **${r.cpuRatio.toFixed(2)}** | ${r.gateway.rps} | ${r.ref.rps} | ${r.rpsRatio.toFixed(2)} | ${r.gateway.p50Us} | ${r.gateway.p99Us} | ${r.ref.p50Us} | ${r.ref.p99Us} | ${r.addedP50Us} |`),
+    ]),
     '',
-    `Load generator (autocannon, one process): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`,
-    '',
+    ...(driver.length === 0 ? [] : [`Load generator (autocannon, one process): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`, '']),
+    ...(results.calibration === undefined ? [] : [calibrationLine(results.calibration), '']),
     ...(results.soaks.length === 0
       ? ['Memory soak skipped.']
       : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),
