@@ -197,6 +197,17 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 
+/** A side's rounds as one: answers, statuses and errors summed, every figure their median. */
+function medianOf(list: Measure[]): Measure {
+  const statuses: Record<string, number> = {}
+  for (const x of list) for (const [code, n] of Object.entries(x.statuses)) statuses[code] = (statuses[code] ?? 0) + n
+  return {
+    answers: list.reduce((a, x) => a + x.answers, 0), statuses, errors: list.reduce((a, x) => a + x.errors, 0),
+    rps: Math.round(median(list.map((x) => x.rps))), p50Us: Math.round(median(list.map((x) => x.p50Us))), p99Us: Math.round(median(list.map((x) => x.p99Us))),
+    cpuUs: round1(median(list.map((x) => x.cpuUs))), driverCpuUs: round1(median(list.map((x) => x.driverCpuUs))),
+  }
+}
+
 const round1 = (n: number): number => Math.round(n * 10) / 10
 const round2 = (n: number): number => Math.round(n * 100) / 100
 
@@ -308,6 +319,7 @@ async function main(): Promise<void> {
   const single = { path: `/v1/properties/${id}`, headers: auth }
   const list = { path: '/v1/properties?perPage=100', headers: auth }
   const replay = { kind: 'replay' } as const
+  const pmsSingle = { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } } as const
   const allScenarios: Scenario[] = [
     { name: 'GET /v1/health', gateway: 'cached', call: { path: '/v1/health', headers: {} }, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: 'GET /v1/properties/{id}, cache hit, rate limiter on', gateway: 'cached', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
@@ -315,9 +327,9 @@ async function main(): Promise<void> {
     { name: 'GET /v1/properties?perPage=100, cache hit', gateway: 'cached', call: list, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     // Cache off: the figure that matters is the latency added at p50 over calling the PMS
     // directly, at a few connections; fewer requests, as each costs a PMS call.
-    { name: 'GET /v1/properties/{id}, cache off', gateway: 'uncached', call: single, status: 200, reference: { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: 'GET /v1/properties/{id}, cache off', gateway: 'uncached', call: single, status: 200, reference: pmsSingle, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
     // One connection: the time the gateway adds to one call, without queueing behind others.
-    { name: 'GET /v1/properties/{id}, cache off, one connection', gateway: 'uncached', call: single, status: 200, reference: { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, connections: 1, amount: Math.round(AMOUNT / 10) },
+    { name: 'GET /v1/properties/{id}, cache off, one connection', gateway: 'uncached', call: single, status: 200, reference: pmsSingle, connections: 1, amount: Math.round(AMOUNT / 10) },
     { name: 'GET /v1/properties?perPage=100, cache off', gateway: 'uncached', call: list, status: 200, reference: { kind: 'pms', call: { path: '/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100', headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 20) },
     { name: '401, unknown key', gateway: 'cached', call: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }, status: 401, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: '400, unknown parameter', gateway: 'cached', call: { path: '/v1/properties?per_page=100', headers: auth }, status: 400, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
@@ -401,17 +413,10 @@ async function main(): Promise<void> {
   const rows: Row[] = scenarios.map((s) => {
     const m = measured.get(s.name) as { gateway: Measure[]; ref: Measure[] }
     const summarise = (side: string, list: Measure[], status?: number): Measure => {
-      const statuses: Record<string, number> = {}
-      for (const x of list) for (const [code, n] of Object.entries(x.statuses)) statuses[code] = (statuses[code] ?? 0) + n
-      const answers = list.reduce((a, x) => a + x.answers, 0)
-      const errors = list.reduce((a, x) => a + x.errors, 0)
-      if (errors > 0) warnings.push(`${s.name}: ${side} had ${errors} connection errors or timeouts`)
-      if (status !== undefined && (statuses[status] ?? 0) < answers * 0.99) warnings.push(`${s.name}: ${side} answered ${JSON.stringify(statuses)}, expected ${status}`)
-      return {
-        answers, statuses, errors,
-        rps: Math.round(median(list.map((x) => x.rps))), p50Us: Math.round(median(list.map((x) => x.p50Us))), p99Us: Math.round(median(list.map((x) => x.p99Us))),
-        cpuUs: round1(median(list.map((x) => x.cpuUs))), driverCpuUs: round1(median(list.map((x) => x.driverCpuUs))),
-      }
+      const summary = medianOf(list)
+      if (summary.errors > 0) warnings.push(`${s.name}: ${side} had ${summary.errors} connection errors or timeouts`)
+      if (status !== undefined && (summary.statuses[status] ?? 0) < summary.answers * 0.99) warnings.push(`${s.name}: ${side} answered ${JSON.stringify(summary.statuses)}, expected ${status}`)
+      return summary
     }
     const gw = summarise('gateway', m.gateway, s.status)
     const ref = summarise('reference', m.ref, s.reference.kind === 'pms' ? 200 : s.status)
@@ -468,11 +473,7 @@ async function calibrate(): Promise<Calibration> {
     rounds.plain.push(await load(plain, CONNECTIONS, { amount: AMOUNT }))
     rounds.busy.push(await load(busy, CONNECTIONS, { amount: AMOUNT }))
   }
-  const middle = (list: Measure[]): Measure => {
-    const cpu = median(list.map((m) => m.cpuUs))
-    return list.find((m) => m.cpuUs === cpu) ?? { ...(list[0] as Measure), cpuUs: cpu }
-  }
-  const result = { plain: middle(rounds.plain), busy: middle(rounds.busy) }
+  const result = { plain: medianOf(rounds.plain), busy: medianOf(rounds.busy) }
   return { workUs: CALIBRATION_WORK_US, ...result, addedCpuUs: round1(result.busy.cpuUs - result.plain.cpuUs) }
 }
 

@@ -73,6 +73,9 @@ function frameOf(docsUrl: string, code: ErrorCode): ProblemFrame {
   return frame
 }
 
+// A field error says exactly these three things, whatever object a step built it from.
+const FIELD_ERROR_KEYS: (keyof FieldError)[] = ['field', 'code', 'detail']
+
 /** The problem+json body (RFC 9457) of `error`; every field always present (contract 2.6). */
 export function problemBody(error: ApiError, docsUrl: string, instance: string, requestId: string): string {
   const frame = frameOf(docsUrl, error.code)
@@ -81,9 +84,6 @@ export function problemBody(error: ApiError, docsUrl: string, instance: string, 
   const errors = error.errors.length === 0 ? '[]' : JSON.stringify(extra > 0 ? error.errors.slice(0, MAX_FIELD_ERRORS) : error.errors, FIELD_ERROR_KEYS)
   return `${frame.head}${JSON.stringify(detail)}${frame.middle}${JSON.stringify(instance)}${frame.tail}${errors},"requestId":${JSON.stringify(requestId)},"timestamp":"${isoNow()}"}`
 }
-
-// A field error says exactly these three things, whatever object a step built it from.
-const FIELD_ERROR_KEYS: (keyof FieldError)[] = ['field', 'code', 'detail']
 
 /**
  * Sends `error` as problem+json. Self-sufficient on purpose: it also runs for requests

@@ -76,12 +76,12 @@ class OriginRouter extends Dispatcher {
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    // The origin arrives as the string it was configured with on every call: a map hit,
-    // without parsing a URL per request; any other spelling is normalised first.
     const given = options.origin
-    let target = typeof given === 'string' ? this.byOrigin.get(given) : undefined
-    const origin = typeof given === 'string' ? (target === undefined ? new URL(given).origin : given) : given?.origin
-    target ??= origin === undefined ? undefined : this.byOrigin.get(origin)
+    const origin = typeof given === 'string' ? given : given?.origin
+    let target = origin === undefined ? undefined : this.byOrigin.get(origin)
+    // The origin arrives as configured, a map hit without parsing a URL per request; another
+    // spelling of it (a trailing slash, say) is normalised.
+    if (target === undefined && typeof given === 'string') target = this.byOrigin.get(new URL(given).origin)
     if (target === undefined) throw new Error(`no upstream at origin ${String(origin)}`)
     return target.dispatch(options, handler)
   }
