@@ -10,6 +10,7 @@ import { request } from 'undici'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { benchAuth } from './auth.js'
 import { freePort } from './ports.js'
+import { benchTracing } from './tracing.js'
 
 // `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>] [-- --node-options "<flags>"]`:
 // every server in its own process (the gateway in several configurations, the references, the
@@ -216,15 +217,16 @@ interface Call { path: string; headers: Record<string, string> }
 /**
  * One row: a gateway configuration and a request to it, the answer it must give, and its
  * reference: `replay` (bare node:http answering with the bytes the gateway sent), `pms` (the
- * stand-in PMS called directly), or `proxy` (bare Fastify with @fastify/http-proxy in front of
- * the stand-in service).
+ * stand-in PMS called directly), `proxy` (bare Fastify with @fastify/http-proxy in front of
+ * the stand-in service), or `gateway` (another gateway configuration: the tracing rows against
+ * the gateway without tracing).
  */
 interface Scenario {
   name: string
   gateway: string
   call: Call
   status: number
-  reference: { kind: 'replay' } | { kind: 'pms'; call: Call } | { kind: 'proxy' }
+  reference: { kind: 'replay' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string }
   connections: number
   amount: number
   /** Also measured for resident size over a long run at full load. */
@@ -247,7 +249,9 @@ interface Row {
 
 interface Soak { scenario: string; seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number; cpuUs: number; answers: number }
 
-const REFERENCE_NAMES = { replay: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy' } as const
+const REFERENCE_NAMES = { replay: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy', gateway: 'gateway, tracing off' } as const
+const KEY_ROW = 'GET /v1/properties/{id}, cache hit, rate limiter on'
+const TOKEN_ROW = 'GET /v1/properties/{id}, cache hit, access token remembered'
 
 async function main(): Promise<void> {
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), freeGiB: Math.round(freemem() / 2 ** 30), node: process.version, date: new Date().toISOString() }
@@ -265,8 +269,40 @@ async function main(): Promise<void> {
   const { key } = await store.create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench' })
   const auth = { authorization: `Bearer ${key}`, 'user-agent': 'bench/1.0' }
 
+  // The stand-in identity provider: the cached gateway trusts it, so the API-key row and the
+  // access-token row run on the same gateway. The token lives for a day, the client's grant
+  // has the same quota as the bench key.
+  const idpPort = await freePort()
+  startProcess('dist/mocks/idp/server.js', { MOCK_IDP_PORT: String(idpPort) }, { stdout: 'ignore' })
+  const idpRealm = `http://127.0.0.1:${idpPort}/realms/partners`
+  await waitFor(`${idpRealm}/.well-known/openid-configuration`)
+  const oauth = { issuers: [{ issuer: idpRealm, jwksUri: `${idpRealm}/protocol/openid-connect/certs`, audience: 'partner-api', algorithms: ['RS256'] }] }
+  await store.createGrant({ issuer: idpRealm, clientId: 'bench-client', brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench' })
+  const minted = await request(`http://127.0.0.1:${idpPort}/__mock/mint`, {
+    method: 'POST', body: JSON.stringify({ claims: { client_id: 'bench-client', sub: 'bench-client', scope: 'properties:read', exp: Math.floor(Date.now() / 1000) + 86_400 } }),
+  })
+  const { token } = await minted.body.json() as { token: string }
+  const tokenAuth = { ...auth, authorization: `Bearer ${token}` }
+
+  let otlpUrl: Promise<string> | undefined
+  // The stand-in OTLP receiver, in a process of its own, for the tracing rows.
+  const startOtlp = (): Promise<string> => {
+    otlpUrl ??= (async () => {
+      const port = await freePort()
+      startProcess('dist/mocks/otlp/server.js', { MOCK_OTLP_PORT: String(port), MOCK_OTLP_QUIET: 'true' }, { stdout: 'ignore' })
+      const url = `http://127.0.0.1:${port}`
+      await waitFor(`${url}/__mock/failure`)
+      return url
+    })()
+    return otlpUrl
+  }
   const gatewayConfigs: Record<string, () => Promise<Server>> = {
-    cached: () => startGateway('cached', pmsUrl, {}),
+    cached: () => startGateway('cached', pmsUrl, { oauth }),
+    // The same configuration again: the A/A row's reference, the noise floor of a comparison.
+    'cached-twin': () => startGateway('cached-twin', pmsUrl, { oauth }),
+    // Export on, the default sampler: 1 % of new traces (autocannon sends no traceparent).
+    'traced-1': async () => startGateway('traced-1', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp() }),
+    'traced-100': async () => startGateway('traced-100', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp(), OTEL_TRACES_SAMPLER_ARG: '1' }),
     'no-limiter': () => startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } }),
     uncached: () => startGateway('uncached', pmsUrl, { cache: { ttlMs: 0 } }),
     declared: async () => {
@@ -322,7 +358,10 @@ async function main(): Promise<void> {
   const pmsSingle = { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } } as const
   const allScenarios: Scenario[] = [
     { name: 'GET /v1/health', gateway: 'cached', call: { path: '/v1/health', headers: {} }, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: 'GET /v1/properties/{id}, cache hit, rate limiter on', gateway: 'cached', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
+    { name: KEY_ROW, gateway: 'cached', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
+    // The same request with an access token whose verification the gateway remembers: its CPU
+    // per answer is to stay within 10 % of the API-key row's, in the same run.
+    { name: TOKEN_ROW, gateway: 'cached', call: { path: single.path, headers: tokenAuth }, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: 'GET /v1/properties/{id}, cache hit, rate limiter off', gateway: 'no-limiter', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: 'GET /v1/properties?perPage=100, cache hit', gateway: 'cached', call: list, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
     // Cache off: the figure that matters is the latency added at p50 over calling the PMS
@@ -343,6 +382,14 @@ async function main(): Promise<void> {
       },
     },
   ]
+  // Tracing: the cached GET with export on against the same gateway without it, and the
+  // gateway without tracing against a twin of itself (what a difference of nothing measures).
+  const untraced = { kind: 'gateway', gateway: 'cached' } as const
+  allScenarios.push(
+    { name: 'GET /v1/properties/{id}, cache hit, tracing off (default), against an identical gateway', gateway: 'cached-twin', call: single, status: 200, reference: untraced, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, tracing export at 1 %', gateway: 'traced-1', call: single, status: 200, reference: untraced, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, tracing export at 100 %', gateway: 'traced-100', call: single, status: 200, reference: untraced, connections: CONNECTIONS, amount: AMOUNT },
+  )
   // A declared pass-through route against bare @fastify/http-proxy in front of the same
   // service (which does none of the checks).
   allScenarios.push({ name: 'GET /v1/guests, declared pass-through route', gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, reference: { kind: 'proxy' }, connections: CONNECTIONS, amount: AMOUNT, soak: true })
@@ -384,7 +431,7 @@ async function main(): Promise<void> {
   for (const s of scenarios) {
     const server = await gateway(s.gateway)
     const ref = s.reference
-    const base = (ref.kind === 'proxy' ? proxyServer : referenceServer) as Server
+    const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'gateway' ? await gateway(ref.gateway) : referenceServer) as Server
     const reference: Target = ref.kind === 'pms'
       ? { url: `${pmsUrl}${ref.call.path}`, headers: ref.call.headers, pid: pms.pid as number }
       : { url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid }
@@ -444,7 +491,11 @@ async function main(): Promise<void> {
   }
 
   const authCost = await benchAuth(QUICK ? 200_000 : 500_000)
-  report({ machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, calibration, soaks, auth: authCost, warnings })
+  const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
+  report({
+    machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
+    auth: authCost, tracing: tracingCost, warnings,
+  })
   await redis.quit()
 }
 
@@ -488,6 +539,7 @@ interface Results {
   calibration: Calibration | undefined
   soaks: Soak[]
   auth: Awaited<ReturnType<typeof benchAuth>>
+  tracing: Awaited<ReturnType<typeof benchTracing>>
   warnings: string[]
 }
 
@@ -496,6 +548,23 @@ function calibrationLine(c: Calibration): string {
     + `the same server spinning ${c.workUs} µs before each answer, ${c.busy.cpuUs.toFixed(1)} µs (${c.busy.rps} req/s): `
     + `${c.addedCpuUs.toFixed(1)} µs more for ${c.workUs} µs of work (×${(c.addedCpuUs / c.workUs).toFixed(2)}). `
     + `At this machine's rates, a server that adds 1 µs of work is charged that much more per answer.`
+}
+
+/** The access-token row against the API-key row of the same run: the 10 % target. */
+function tokenAgainstKey(rows: Row[]): string[] {
+  const key = rows.find((r) => r.scenario === KEY_ROW)
+  const token = rows.find((r) => r.scenario === TOKEN_ROW)
+  if (key === undefined || token === undefined) return []
+  const more = ((token.gateway.cpuUs - key.gateway.cpuUs) / key.gateway.cpuUs) * 100
+  return ['', `Access token remembered against API key, same gateway, same run: ${token.gateway.cpuUs.toFixed(1)} µs against ${key.gateway.cpuUs.toFixed(1)} µs of CPU per answer `
+    + `(${more >= 0 ? '+' : ''}${more.toFixed(1)} %; target at most 10 % more: ${more <= 10 ? 'held' : 'missed'}).`]
+}
+
+function tracingLine(t: Results['tracing']): string {
+  const us = (ns: number): string => (ns / 1000).toFixed(2)
+  return `Tracing, in process, CPU per answer of the two hooks that carry it (request context and log line) on a cached GET: `
+    + `without tracing ${us(t.offNs)} µs (${t.untracedHooksAreTheOriginal ? 'the very hooks of a gateway without tracing' : 'NOT the untraced hooks'}); `
+    + `export at 1 % ${us(t.ratio1Ns)} µs (+${us(t.ratio1Ns - t.offNs)}); export at 100 % ${us(t.ratio100Ns)} µs (+${us(t.ratio100Ns - t.offNs)}).`
 }
 
 function report(results: Results): void {
@@ -521,7 +590,11 @@ function report(results: Results): void {
       ? ['Memory soak skipped.']
       : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),
     '',
-    `Authentication on a key-cache hit: ${(results.auth.verifyHitNs / 1000).toFixed(2)} µs per request (SHA-256 of the key alone: ${(results.auth.sha256Ns / 1000).toFixed(2)} µs).`,
+    `Authentication on a key-cache hit: ${(results.auth.verifyHitNs / 1000).toFixed(2)} µs per request (SHA-256 of the key alone: ${(results.auth.sha256Ns / 1000).toFixed(2)} µs); `
+      + `of a remembered access token: ${(results.auth.tokenHitNs / 1000).toFixed(2)} µs (SHA-256 of the token alone: ${(results.auth.tokenSha256Ns / 1000).toFixed(2)} µs).`,
+    ...tokenAgainstKey(results.rows),
+    '',
+    tracingLine(results.tracing),
     ...results.warnings.map((w) => `\nWarning: ${w}.`),
   ]
   const markdown = lines.join('\n')

@@ -1,20 +1,23 @@
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
+import { MockIdp } from '../mocks/idp/server.js'
 import { MockPms } from '../mocks/pms/server.js'
 import { generateGuests } from '../mocks/service/data.js'
 import { MockService } from '../mocks/service/server.js'
 import { loadConfig } from '../src/config.js'
 import { createGateway } from '../src/gateway.js'
 import { createLogger, flushLogger } from '../src/logger.js'
+import { GrantExistsError } from '../src/keys/grants.js'
 import { MemoryKeyStore, type KeyStore } from '../src/keys/store.js'
 import { redactUrl } from '../src/keys/tool.js'
 import { redisAnswers } from '../src/redis.js'
 import { serveDocs } from './docs-server.js'
 
 // `npm run demo`: the stand-in PMS and its sandbox, the stand-in service behind the declared
-// routes of config/default.json (guests, rooms) and its sandbox, the gateway and a demo key,
-// in one process, for a newcomer with only Node and npm. It uses Redis at REDIS_URL when one
-// answers; otherwise it says so and keeps keys in memory (the demo only: `npm start` never
-// falls back).
+// routes of config/default.json (guests, rooms) and its sandbox, the stand-in identity
+// provider with a registered demo client, the gateway and a demo key, in one process, for a
+// newcomer with only Node and npm. It uses Redis at REDIS_URL when one answers; otherwise it
+// says so and keeps keys and grants in memory (the demo only: `npm start` never falls back).
 
 const DEMO_TOKEN = 'demo-pms-token'
 const SERVICE_TOKEN = 'demo-service-token'
@@ -22,6 +25,9 @@ const SANDBOX_SEED = 99
 // The demo key lives in a namespace of its own and expires: a demo killed without its
 // Ctrl-C cleanup leaves no key a real gateway would take, and none that stays valid.
 const DEMO_KEY_LIFETIME_MS = 8 * 60 * 60 * 1000
+const DEMO_CLIENT = 'demo-partner'
+// A fresh secret each run: only this demo's client can get tokens from its identity provider.
+const DEMO_CLIENT_SECRET = randomBytes(12).toString('hex')
 
 /** Listens on `port`, or on any free port when it is taken (another demo?). */
 async function listenOn<T extends { listen(port: number): Promise<T> }>(make: () => T, port: number): Promise<T> {
@@ -37,8 +43,10 @@ const pmsSandbox = await listenOn(() => new MockPms({ token: DEMO_TOKEN, seed: S
 const servicePort = Number(process.env.MOCK_SERVICE_PORT ?? 4020)
 const service = await listenOn(() => new MockService({ token: SERVICE_TOKEN, baseLatencyMs: 5 }), servicePort)
 const serviceSandbox = await listenOn(() => new MockService({ token: SERVICE_TOKEN, seed: SANDBOX_SEED, baseLatencyMs: 5 }), servicePort === 0 ? 0 : servicePort + 1)
+const idp = await listenOn(() => new MockIdp({ clients: [{ clientId: DEMO_CLIENT, secret: DEMO_CLIENT_SECRET }] }), Number(process.env.MOCK_IDP_PORT ?? 4030))
 const env = {
   ...process.env,
+  OAUTH_ISSUER: idp.issuer, OAUTH_JWKS_URI: idp.jwksUri, OAUTH_AUDIENCE: 'partner-api', OAUTH_TOKEN_URL: idp.tokenUrl,
   PMS_URL: pms.url, PMS_TOKEN: DEMO_TOKEN, PMS_SANDBOX_URL: pmsSandbox.url, PMS_SANDBOX_TOKEN: DEMO_TOKEN,
   UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN,
   UPSTREAM_BOOKINGS_SANDBOX_URL: serviceSandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SERVICE_TOKEN,
@@ -71,6 +79,20 @@ const adminPort = (gateway.admin.server.address() as { port: number }).port
 const { key, record } = await gateway.keyStore.create({
   brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
 })
+// The demo client's grant: every scope of acme's properties; a token asks for the ones it needs.
+const registerClient = async (): Promise<string> => {
+  const grant = { issuer: idp.issuer, clientId: DEMO_CLIENT, brand: 'acme', mode: 'live', properties: '*', scopes: '*', name: 'npm run demo' } as const
+  try {
+    return (await gateway.keyStore.createGrant(grant)).id
+  } catch (error) {
+    // A demo stopped without its Ctrl-C cleanup left its grant behind: replaced.
+    if (!(error instanceof GrantExistsError) || error.existingId === null) throw error
+    await gateway.keyStore.revokeGrant(error.existingId)
+    return (await gateway.keyStore.createGrant(grant)).id
+  }
+}
+const grantId = await registerClient()
+await gateway.tokens.ready(5000)
 const someId = String(pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
 const someGuest = generateGuests('acme')[0]?.id as string
 const base = `http://localhost:${port}`
@@ -83,6 +105,7 @@ say(`Stand-in PMS: ${pms.url} (sandbox ${pmsSandbox.url})`)
 say(`Stand-in service behind /v1/guests and /v1/rooms: ${service.url} (sandbox ${serviceSandbox.url})`)
 say(`API docs:     ${docs.url}/   (the reference; error pages under ${docs.url}/errors/)`)
 say(`Demo key:     ${record.id}, all properties of acme, valid until ${String(record.expiresAt)}`)
+say(`Identity provider (stand-in): ${idp.issuer}; client "${DEMO_CLIENT}" registered as ${grantId}, all properties of acme`)
 say()
 say('Try:')
 say(`curl -s ${auth} '${base}/v1/properties?perPage=3'`)
@@ -93,13 +116,20 @@ say(`curl -s ${auth} '${base}/v1/properties?per_page=3'`)
 say(`curl -s '${base}/v1/health'`)
 say(`curl -s 'http://${config.adminHost}:${adminPort}/status'`)
 say()
+say('With an OAuth 2.0 access token instead of the key: get one (client credentials), then call with it:')
+const tokenCall = `curl -s -u '${DEMO_CLIENT}:${DEMO_CLIENT_SECRET}' -d grant_type=client_credentials -d scope=properties:read '${idp.tokenUrl}'`
+say(tokenCall)
+say(`TOKEN=$(${tokenCall} | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`)
+say(`curl -s -H "Authorization: Bearer $TOKEN" -H 'User-Agent: demo-client/1.0' '${base}/v1/properties?perPage=3'`)
+say()
 say('Ctrl-C stops it.')
 
 const stop = async (): Promise<void> => {
   // The demo key is the demo's alone: it goes with it.
   await gateway.keyStore.revoke(record.id).catch(() => undefined)
+  await gateway.keyStore.revokeGrant(grantId).catch(() => undefined)
   await gateway.app.close()
-  await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close(), docs.close()])
+  await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close(), idp.close(), docs.close()])
   flushLogger(logger)
   process.exit(0)
 }

@@ -9,10 +9,10 @@ import { errorHandler } from './contract/error-handler.js'
 import { ApiError } from './contract/errors.js'
 import { healthRoutes, HealthState } from './health.js'
 import { BrandDirectory } from './http/brands.js'
-import { clientErrorHandler, trackResponses } from './http/client-errors.js'
+import { clientErrorHandler, closeIdleReaders, connectHandler, serveEveryRequest } from './http/client-errors.js'
 import { LoadShedder } from './http/load-shedding.js'
 import { MAX_URL_LENGTH } from './http/limits.js'
-import { closeWhileDraining, generateRequestId, requestContextStage } from './http/request-context.js'
+import { closeWhileDraining, generateRequestId, requestContext } from './http/request-context.js'
 import { LazyRequestLogger } from './http/request-logger.js'
 import { RouteIndex } from './http/route-index.js'
 import type { KeyVerifier } from './keys/authenticator.js'
@@ -26,6 +26,7 @@ import { negotiationStage } from './pipeline/negotiation.js'
 import { parametersStage } from './pipeline/parameters.js'
 import { rateLimitStage } from './pipeline/rate-limit.js'
 import { propertyScopeStage, testModeStage, type SandboxCheck } from './pipeline/resource.js'
+import { scopeStage } from './pipeline/scope.js'
 import { notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
@@ -33,11 +34,13 @@ import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
 import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
 import { assertPolicy, DEFAULT_BODY_BYTES, type RoutePolicy } from './routes/policy.js'
+import type { Tracing } from './tracing/tracing.js'
 import './types.js'
 
 export interface AppDependencies {
   config: Config
   logger: Logger
+  /** API keys and access tokens (keys/credentials.ts). */
   keys: KeyVerifier
   properties: PropertySource
   health?: HealthState
@@ -49,12 +52,17 @@ export interface AppDependencies {
   proxyHooks?: ProxyHooks
   /** Which upstreams have a sandbox for test keys (decisions 9); without it a test key gets 403. */
   hasSandbox?: SandboxCheck
+  /** Absent unless spans are exported: then no request makes a span. */
+  tracing?: Tracing
 }
 
+function noop(): void {}
+
 /** Load shedding: every route but health answers 503; health answers unhealthy itself. */
-function shedLoad(shedder: LoadShedder) {
+function shedLoad(shedder: LoadShedder, metrics: Metrics | undefined) {
   return function shed(request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void): void {
     if (!shedder.overloaded || (request.routeOptions.config.policy?.auth !== true && !request.is404)) return done()
+    metrics?.shedRequests.inc()
     done(new ApiError('SERVICE_UNAVAILABLE', 'The gateway is overloaded; retry shortly.', { retryAfter: 1 }))
   }
 }
@@ -62,21 +70,25 @@ function shedLoad(shedder: LoadShedder) {
 /**
  * The public listener with the slow-client bounds of decisions 10. Node enforces the header
  * and request deadlines only when it checks its connections (every 30 s by default), so it
- * checks at least every second: a slow client is cut within a second of its deadline.
+ * checks at least every second: a slow client is cut within a second of its deadline. What
+ * Node would answer or drop by itself (an Expect it does not know, CONNECT) is ours to
+ * answer (http/client-errors.ts).
  */
-function serverWithTimeouts(settings: Config['server']) {
+function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: RouteIndex) {
   return (handler: RequestListener) => {
     const server = createServer({
       headersTimeout: settings.headersTimeoutMs,
       requestTimeout: settings.requestTimeoutMs,
       keepAliveTimeout: settings.keepAliveTimeoutMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(settings.headersTimeoutMs / 2))),
-    }, handler)
+    })
     // Older Node versions take these only as properties.
     server.keepAliveTimeout = settings.keepAliveTimeoutMs
     server.headersTimeout = settings.headersTimeoutMs
     server.requestTimeout = settings.requestTimeoutMs
-    trackResponses(server)
+    serveEveryRequest(server, handler)
+    closeIdleReaders(server, settings.writeIdleTimeoutMs)
+    server.on('connect', connectHandler(docsUrl, routes))
     return server
   }
 }
@@ -94,7 +106,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
     // Fastify takes a hop count too, though its types leave it out.
     trustProxy: config.trustProxy as boolean | string[],
-    serverFactory: serverWithTimeouts(config.server),
+    serverFactory: serverWithTimeouts(config.server, config.docsUrl, routes),
     bodyLimit: DEFAULT_BODY_BYTES,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },
     // Keep serving while closing: in-flight and drained requests must still be answered.
@@ -106,8 +118,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('gatewayConfig', config)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
-  for (const field of ['routeUrl', 'brand', 'trace', 'correlationId', 'principal', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
-    'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'cacheResult'] as const) {
+  for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
+    'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'upstreamPath', 'upstreamQuery', 'upstreamCut', 'cacheResult'] as const) {
     app.decorateRequest(field, null)
   }
 
@@ -116,7 +128,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     shedder.start()
     app.addHook('onClose', async () => shedder.stop())
     app.health.add('eventLoop', () => !shedder.overloaded)
+    deps.metrics?.watchShedding(() => shedder.overloaded)
   }
+  deps.metrics?.watchHealth(() => app.health.healthy)
 
   const authFailures = new AuthFailureLimiter({ perMinute: config.abuse.authFailuresPerMinute, trackedAddresses: config.abuse.trackedAddresses })
   const authenticate = authenticationStage(deps.keys, authFailures)
@@ -140,7 +154,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
       ...(policy.auth ? [headerStage(policy.scope), bodyStage(policy)] : []), // 3. headers, body framing
-      ...(policy.auth ? [authenticate] : []), // 4. API key and brand
+      ...(policy.auth ? [authenticate, scopeStage(policy)] : []), // 4. API key or access token, brand, then the method's scope
       ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
       parametersStage(policy.query, policy.pathParams), // 6. query and path parameters (then the body is read: 6, well-formed JSON)
     ]
@@ -167,10 +181,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
   // log line and the metrics.
-  app.addHook('onRequest', requestContextStage)
-  if (shedder.enabled) app.addHook('onRequest', shedLoad(shedder))
+  app.addHook('onRequest', requestContext(deps.tracing))
+  if (shedder.enabled) app.addHook('onRequest', shedLoad(shedder, deps.metrics))
   app.addHook('onSend', closeWhileDraining)
-  app.addHook('onResponse', observeStage(deps.logger, deps.metrics))
+  const observe = observeStage(deps.logger, deps.metrics, deps.tracing)
+  app.addHook('onResponse', observe)
 
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(notFoundHandler(routes))
@@ -179,7 +194,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(propertyRoutes(deps.properties))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
-    await app.register(declaredRoutes(config.routes, deps.services, deps.proxyHooks))
+    // A streamed answer cut short never finishes: Fastify runs no onResponse hook for it, the
+    // proxy has its line written.
+    await app.register(declaredRoutes(config.routes, deps.services, { ...deps.proxyHooks, onUnfinished: (request, reply) => observe(request, reply, noop) }))
   }
   return app
 }

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { z } from 'zod'
-import { BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, METHODS, policyProblems, type QueryRule, type RoutePolicy } from './routes/policy.js'
+import {
+  BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, METHODS, policyProblems, SCOPE_PATTERN, type Method, type QueryRule, type RoutePolicy,
+} from './routes/policy.js'
 
 // The one source of truth for every setting: the README's configuration reference is
 // generated from these schemas (scripts/generate-docs.ts), and a test keeps it current.
@@ -54,6 +56,10 @@ const declaredUpstreamSchema = z.strictObject({
   connections: positiveInt.optional().describe('Keep-alive connections; default `upstream.connections`'),
   retries: z.number().int().min(0).max(3).optional().describe('Retries of an idempotent call after a connection error; default `upstream.retries`'),
   maxInFlight: positiveInt.optional().describe('Calls in flight; over it, 503 at once; default `upstream.maxInFlight`'),
+  maxInFlightPerCredential: positiveInt.default(32)
+    .describe('Calls in flight of one credential (an API key, or an access token\'s client); over it, 429 RATE_LIMITED with Retry-After: 1. Below `maxInFlight`, one partner cannot fill it alone'),
+  responseTimeoutMs: positiveInt.default(30000)
+    .describe('Bound of a whole call, its body included, however slowly the service sends or the partner reads; past it the call is cut and its connection and slots freed'),
   breaker: partialBreakerSchema.optional().describe('Circuit breaker (`errorThresholdPercentage`, `volumeThreshold`, `resetTimeoutMs`, `rollingCountTimeoutMs`); each unset field as in `breaker`'),
 })
 
@@ -80,6 +86,8 @@ const declaredRouteSchema = z.strictObject({
   body: z.strictObject({
     maxBytes: positiveInt.default(DEFAULT_BODY_BYTES).describe('Largest request body of POST, PUT and PATCH (413 beyond); only for routes with such methods'),
   }).optional(),
+  scopes: z.partialRecord(z.enum(METHODS), z.string().regex(SCOPE_PATTERN, 'must be <resource>:<action> (lower-case letters, digits and dashes)')).optional()
+    .describe('The scope each method needs, e.g. `{"GET": "guests:read"}`; a method left out needs `<first path segment>:read` (GET, HEAD) or `:write`'),
 })
 
 export type DeclaredRoute = z.infer<typeof declaredRouteSchema>
@@ -99,8 +107,46 @@ export function policyOf(route: DeclaredRoute): RoutePolicy {
     // A property-scoped route checks the property against the PMS too.
     upstreams: route.scope === 'property' ? ['pms', route.upstream] : [route.upstream],
     forward: { upstream: route.upstream, path: route.upstreamPath },
+    scopes: Object.fromEntries(route.methods.map((method: Method) => [method, route.scopes?.[method] ?? defaultScope(route.path, method)])),
   }
 }
+
+// The JWS algorithms a published key can verify (RFC 7518, RFC 8037). `none` and the HS*
+// family are refused by name: an HMAC secret cannot be published in a JWKS, and accepting
+// HS256 is how a token "signed" with the public key gets in (RFC 8725 2.1, 3.1).
+export const TOKEN_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const
+const tokenAlgorithm = z.string().refine((alg) => alg !== 'none' && !/^HS\d+$/.test(alg), 'none and HS* cannot be verified with published keys (RFC 8725)')
+  .pipe(z.enum(TOKEN_ALGORITHMS, { error: `must be one of ${TOKEN_ALGORITHMS.join(', ')}` }))
+
+const issuerSchema = z.strictObject({
+  issuer: z.string().min(1).describe('The `iss` of its tokens, exactly as the identity provider writes it'),
+  jwksUri: httpUrl.describe('Where its signing keys (JWKS) are published; fetched by the gateway, never per request'),
+  audience: z.string().min(1).describe('The `aud` its tokens must name for this API'),
+  algorithms: z.array(tokenAlgorithm).min(1).default(['RS256', 'PS256', 'ES256', 'EdDSA']).describe('Signature algorithms accepted; `none` and HS* are refused'),
+  types: z.array(z.string().min(1)).min(1).default(['at+jwt', 'JWT'])
+    .describe('Accepted JWT header `typ` (case-insensitive, `application/` prefix ignored); `["at+jwt"]` to accept RFC 9068 tokens only'),
+  scopes: z.enum(['token', 'grant']).default('token')
+    .describe('`token`: the token\'s `scope`/`scp` within the grant\'s scopes; `grant`: the grant\'s scopes alone (for providers that cannot put scopes in tokens)'),
+  tokenUrl: httpUrl.optional().describe('Its token endpoint; documentation only (the OpenAPI client-credentials flow, the demo)'),
+})
+
+const oauthSchema = z.strictObject({
+  issuers: z.array(issuerSchema).default([]).describe('Identity providers whose access tokens are accepted beside API keys; none: tokens are refused'),
+  clockToleranceSeconds: z.number().int().min(0).max(300).default(60).describe('Leeway for `exp`, `iat` and `nbf`'),
+  jwksRefreshSeconds: positiveInt.default(300).describe('How often each issuer\'s JWKS is fetched again; a failed fetch keeps the last good keys'),
+  jwksCooldownSeconds: positiveInt.default(30).describe('At most one extra JWKS fetch per issuer in this time, for a token whose `kid` is unknown'),
+  jwksTimeoutMs: positiveInt.default(2000).describe('Deadline of one JWKS fetch'),
+  verifiedTokens: positiveInt.default(100000).describe('Verified tokens remembered (by digest, until their `exp`), so a reused token costs one signature check per instance'),
+}).superRefine((oauth, ctx) => {
+  const seen = new Set<string>()
+  oauth.issuers.forEach((issuer, i) => {
+    if (seen.has(issuer.issuer)) ctx.addIssue({ code: 'custom', path: ['issuers', i, 'issuer'], message: `issuer '${issuer.issuer}' is listed twice` })
+    seen.add(issuer.issuer)
+  })
+})
+
+export type OAuthConfig = z.infer<typeof oauthSchema>
+export type IssuerConfig = OAuthConfig['issuers'][number]
 
 /** The router's view of a path: `/v1/a/{x}` and `/v1/a/{y}` are the same route. */
 function routeShape(path: string): string {
@@ -153,6 +199,8 @@ export const fileSchema = z.strictObject({
     headersTimeoutMs: positiveInt.default(10000).describe('A request whose headers are not complete within this is answered 408 REQUEST_TIMEOUT and closed'),
     requestTimeoutMs: positiveInt.default(30000).describe('A request not wholly received (headers and body) within this is answered 408 REQUEST_TIMEOUT and closed'),
     keepAliveTimeoutMs: positiveInt.default(65000).describe('Idle keep-alive connections close after this (above common load balancer idle timeouts)'),
+    writeIdleTimeoutMs: positiveInt.default(15000)
+      .describe('A connection whose partner takes none of the answer\'s bytes for this long is closed (checked every half of it), and the call it was answering ended (its upstream connection and slots freed)'),
   }).prefault({}),
   abuse: z.strictObject({
     authFailuresPerMinute: positiveInt.default(600)
@@ -168,6 +216,7 @@ export const fileSchema = z.strictObject({
   upstreams: z.record(z.string().regex(/^[a-z][a-z0-9-]*$/, 'must be lower-case letters, digits and dashes'), declaredUpstreamSchema).default({})
     .describe('Internal services behind declared routes, by name'),
   routes: z.array(declaredRouteSchema).default([]).describe('Declared routes, forwarded to an upstream under the partner contract'),
+  oauth: oauthSchema.prefault({}).describe('OAuth 2.0 access tokens (RFC 9068) beside API keys: the issuers trusted and how their keys are fetched'),
 }).superRefine((file, ctx) => {
   const owner = new Map<string, string>()
   file.brands.forEach((brand, i) => {
@@ -205,11 +254,17 @@ export const fileSchema = z.strictObject({
     if (BUILT_IN_SHAPES.includes(shape) || shape.startsWith('/v1/properties/')) {
       ctx.addIssue({ code: 'custom', path: at('path'), message: 'would shadow a built-in route (/v1/properties…, /v1/health)' })
     }
+    for (const method of Object.keys(route.scopes ?? {})) {
+      if (!route.methods.includes(method as Method)) ctx.addIssue({ code: 'custom', path: at('scopes', method), message: `${method} is not one of the route's methods` })
+    }
     if (route.body !== undefined && !route.methods.some((m) => BODY_METHODS.has(m))) {
       ctx.addIssue({ code: 'custom', path: at('body'), message: 'only routes with POST, PUT or PATCH take a body' })
     }
+    // A named scope that is malformed is reported at its field already.
+    const named = Object.values(route.scopes ?? {}).map((scope) => `scope '${scope}' `)
     for (const problem of policyProblems(policyOf(route))) {
-      if (problem.startsWith('has a body') || problem.startsWith('body.maxBytes')) continue
+      if (problem.startsWith('has a body') || problem.startsWith('body.maxBytes') || problem.startsWith('names a scope for')) continue
+      if (named.some((prefix) => problem.startsWith(prefix))) continue
       ctx.addIssue({ code: 'custom', path: at(), message: problem })
     }
   })
@@ -219,6 +274,39 @@ const port = z.coerce.number().int().min(0).max(65535)
 const hostPortList = z.string().regex(/^\s*(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}\s*(,\s*(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}\s*)*$/,
   'a comma-separated list of host:port')
 const optionalUrl = z.url({ protocol: /^https?$/ }).optional()
+const milliseconds = z.coerce.number().int().min(1)
+const positiveIntText = z.coerce.number().int().positive()
+const otlpProtocol = z.enum(['http/protobuf', 'http/json'], { error: 'must be http/protobuf or http/json (grpc is not supported)' })
+
+/** The OpenTelemetry samplers the gateway builds (the OpenTelemetry SDK environment specification). */
+export const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const
+export type SamplerName = (typeof SAMPLERS)[number]
+
+// `key=value,key=value` with percent-encoded values (W3C Baggage syntax, which the
+// OpenTelemetry variables use). The message never quotes the value: it may be a credential.
+const KEY_VALUE_MEMBER = /^\s*[A-Za-z0-9!#$%&'*+\-.^_`|~]+\s*=[^,]*$/
+const keyValueList = z.string().refine((text) => text.split(',').every((member) => member.trim() === '' || KEY_VALUE_MEMBER.test(member)),
+  'must be a list of key=value separated by commas')
+
+/** A `key=value,key=value` list as a record, values percent-decoded (a bad escape is kept as written). */
+export function parseKeyValueList(text: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {}
+  if (text === undefined) return out
+  for (const member of text.split(',')) {
+    const equals = member.indexOf('=')
+    if (equals === -1) continue
+    const key = member.slice(0, equals).trim()
+    const raw = member.slice(equals + 1).trim()
+    let value = raw
+    try {
+      value = decodeURIComponent(raw)
+    } catch {
+      // Kept as written.
+    }
+    if (key !== '') out[key] = value
+  }
+  return out
+}
 
 export const envSchema = z.object({
   PORT: port.default(3000).describe('Public listener port'),
@@ -239,6 +327,29 @@ export const envSchema = z.object({
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional().describe('When set, the admin routes need `Authorization: Bearer <ADMIN_TOKEN>`'),
   CONFIG_FILE: z.string().min(1).default('config/default.json').describe('Path of the JSON config file'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level'),
+  OAUTH_ISSUER: z.string().min(1).optional().describe('One token issuer (`iss`), replacing the file\'s `oauth.issuers`; needs `OAUTH_JWKS_URI` and `OAUTH_AUDIENCE`'),
+  OAUTH_JWKS_URI: optionalUrl.describe('Its JWKS (with `OAUTH_ISSUER`)'),
+  OAUTH_AUDIENCE: z.string().min(1).optional().describe('The `aud` its tokens must name (with `OAUTH_ISSUER`)'),
+  OAUTH_TOKEN_URL: optionalUrl.describe('Its token endpoint, for the documentation (with `OAUTH_ISSUER`)'),
+  // Tracing: the OpenTelemetry SDK's own variables, validated here and handed to the SDK (the
+  // README, "Tracing"). Without an endpoint nothing is exported and no span is made.
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrl.describe('Base URL of an OTLP/HTTP collector; spans go to `<url>/v1/traces`. Without it (or the next) no span is made or exported'),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalUrl.describe('Full URL spans are posted to (wins over `OTEL_EXPORTER_OTLP_ENDPOINT`)'),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.default('http/protobuf').describe('Encoding of the export'),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional().describe('Encoding of the span export (wins over `OTEL_EXPORTER_OTLP_PROTOCOL`)'),
+  OTEL_EXPORTER_OTLP_HEADERS: keyValueList.optional()
+    .describe('Headers of every export, `name=value,name=value` (values percent-encoded), e.g. a collector\'s credentials; never logged'),
+  OTEL_EXPORTER_OTLP_TIMEOUT: milliseconds.default(10000).describe('Time one export may take, retries included (ms); past it its spans are dropped'),
+  OTEL_SERVICE_NAME: z.string().min(1).default('partner-gateway').describe('`service.name` of the spans'),
+  OTEL_RESOURCE_ATTRIBUTES: keyValueList.optional().describe('More resource attributes of the spans, `key=value,key=value` (e.g. `deployment.environment.name=prod`)'),
+  OTEL_TRACES_SAMPLER: z.enum(SAMPLERS, { error: `must be one of ${SAMPLERS.join(', ')}` }).default('parentbased_traceidratio')
+    .describe('Which requests are traced: `parentbased_*` follow the caller\'s sampled flag when it sent a `traceparent`'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(0.01).describe('The ratio (0-1) of new traces the `*traceidratio` samplers keep'),
+  OTEL_BSP_SCHEDULE_DELAY: milliseconds.default(5000).describe('Longest wait before the finished spans are exported (ms)'),
+  OTEL_BSP_MAX_QUEUE_SIZE: positiveIntText.default(2048).describe('Finished spans held for export; beyond it spans are dropped (and counted)'),
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: positiveIntText.default(512).describe('Most spans in one export (at most `OTEL_BSP_MAX_QUEUE_SIZE`)'),
+  OTEL_BSP_EXPORT_TIMEOUT: milliseconds.default(30000).describe('Time the batch processor waits for one export (ms)'),
+  OTEL_SDK_DISABLED: z.enum(['true', 'false']).default('false').describe('`true` turns tracing off whatever else is set'),
 })
 
 // Checked on the raw values, so that they are reported even when another variable is bad
@@ -255,9 +366,18 @@ function pairedVariables(env: Record<string, string>): string[] {
   if (env.REDIS_SENTINELS !== undefined && env.REDIS_CLUSTER_NODES !== undefined) {
     problems.push('environment REDIS_CLUSTER_NODES: cannot be combined with REDIS_SENTINELS')
   }
+  // One issuer from the environment is all three or nothing (OAUTH_TOKEN_URL is optional).
+  const issuer = ['OAUTH_ISSUER', 'OAUTH_JWKS_URI', 'OAUTH_AUDIENCE', 'OAUTH_TOKEN_URL']
+  const given = issuer.filter((name) => env[name] !== undefined)
+  if (given.length > 0) {
+    for (const name of issuer.slice(0, 3)) if (env[name] === undefined) problems.push(`environment ${name}: required with ${given.join(', ')}`)
+  }
   // A Cluster has database 0 only.
   if (env.REDIS_CLUSTER_NODES !== undefined && /^rediss?:\/\/[^/]*\/[1-9]/.test(env.REDIS_URL ?? '')) {
     problems.push('environment REDIS_URL: a Redis Cluster has no database but 0')
+  }
+  if (env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE !== undefined && Number(env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE) > Number(env.OTEL_BSP_MAX_QUEUE_SIZE ?? 2048)) {
+    problems.push('environment OTEL_BSP_MAX_EXPORT_BATCH_SIZE: must not exceed OTEL_BSP_MAX_QUEUE_SIZE')
   }
   return problems
 }
@@ -274,6 +394,8 @@ export function parseHostPorts(list: string): HostPort[] {
 }
 
 export type FileConfig = z.infer<typeof fileSchema>
+/** The file as written, before defaults: what tests and tools give as overrides. */
+export type FileConfigInput = z.input<typeof fileSchema>
 export type EnvConfig = z.infer<typeof envSchema>
 export type BrandConfig = FileConfig['brands'][number]
 
@@ -287,6 +409,7 @@ export interface UpstreamSettings {
   breaker: FileConfig['breaker']
 }
 
+
 /** A declared upstream with its settings filled in and its tokens from the environment. */
 export interface ServiceUpstream extends UpstreamSettings {
   name: string
@@ -294,6 +417,25 @@ export interface ServiceUpstream extends UpstreamSettings {
   tokenHeader: string | undefined
   token: string | undefined
   sandbox: { url: string; token: string | undefined } | undefined
+  /** Bound of a whole call, body included. */
+  responseTimeoutMs: number
+  maxInFlightPerCredential: number
+}
+
+/** Where and how spans are exported; absent when tracing is off (no endpoint, or OTEL_SDK_DISABLED). */
+export interface TracingSettings {
+  /** The URL spans are posted to. */
+  url: string
+  protocol: 'http/protobuf' | 'http/json'
+  /** Sent with every export; may hold a credential. */
+  headers: Record<string, string>
+  timeoutMs: number
+  serviceName: string
+  resourceAttributes: Record<string, string>
+  sampler: SamplerName
+  /** The ratio of the `*traceidratio` samplers. */
+  ratio: number
+  batch: { scheduledDelayMs: number; maxQueueSize: number; maxExportBatchSize: number; exportTimeoutMs: number }
 }
 
 export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
@@ -317,6 +459,7 @@ export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
   configFile: string
   pms: UpstreamTarget | undefined
   pmsSandbox: UpstreamTarget | undefined
+  tracing: TracingSettings | undefined
 }
 
 export class ConfigError extends Error {
@@ -355,7 +498,7 @@ interface LoadOptions {
   /** `npm start` needs the token of every upstream with a `tokenHeader`; the key tool does not. */
   requireTokens?: boolean
   /** Settings given in code win over the file (tests). */
-  overrides?: Partial<FileConfig>
+  overrides?: Partial<FileConfigInput>
 }
 
 /** Reads the environment and the config file; throws one ConfigError naming every bad field. */
@@ -374,8 +517,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     problems.push(`${configFile}: ${error instanceof SyntaxError ? `not valid JSON (${error.message})` : 'cannot be read'}`)
   }
   let file: FileConfig | undefined
-  if (raw !== undefined) {
-    const merged = options.overrides !== undefined && typeof raw === 'object' && raw !== null ? { ...raw, ...options.overrides } : raw
+  const merged: unknown = options.overrides !== undefined && typeof raw === 'object' && raw !== null ? { ...raw, ...options.overrides } : raw
+  if (merged !== undefined) {
     const fileResult = fileSchema.safeParse(merged)
     if (fileResult.success) file = fileResult.data
     else problems.push(...describeIssues(configFile, fileResult.error))
@@ -383,12 +526,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
   if (options.requirePms === true && envResult.success && envResult.data.PMS_URL === undefined) {
     problems.push('environment PMS_URL: required to start the gateway')
   }
+  problems.push(...upstreamUrlProblems(upstreamUrlsOf(merged, configFile, env, problems)))
   const upstreams = file === undefined ? {} : resolveUpstreams(file, env, problems, options.requireTokens === true)
   if (problems.length > 0 || file === undefined || !envResult.success) throw new ConfigError(problems)
 
   const e = envResult.data
+  // One issuer from the environment replaces the file's list (a deployment's own provider).
+  const oauth = e.OAUTH_ISSUER !== undefined && e.OAUTH_JWKS_URI !== undefined && e.OAUTH_AUDIENCE !== undefined
+    ? { ...file.oauth, issuers: [issuerSchema.parse({ issuer: e.OAUTH_ISSUER, jwksUri: e.OAUTH_JWKS_URI, audience: e.OAUTH_AUDIENCE, tokenUrl: e.OAUTH_TOKEN_URL })] }
+    : file.oauth
   return {
     ...file,
+    oauth,
     upstreams,
     routes: file.routes.map(policyOf),
     port: e.PORT,
@@ -408,15 +557,118 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     pmsSandbox: e.PMS_SANDBOX_URL !== undefined && e.PMS_SANDBOX_TOKEN !== undefined
       ? { url: e.PMS_SANDBOX_URL, token: e.PMS_SANDBOX_TOKEN }
       : undefined,
+    tracing: tracingSettings(e),
   }
 }
 
-function originOf(url: string): string | undefined {
+/** The span export the environment asks for; undefined without an endpoint or with OTEL_SDK_DISABLED=true. */
+function tracingSettings(e: EnvConfig): TracingSettings | undefined {
+  // OTLP/HTTP: a signal's own endpoint is used as given; the base endpoint gets the signal's path.
+  const url = e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+    ?? (e.OTEL_EXPORTER_OTLP_ENDPOINT === undefined ? undefined : `${e.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`)
+  if (url === undefined || e.OTEL_SDK_DISABLED === 'true') return undefined
+  return {
+    url,
+    protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL,
+    headers: parseKeyValueList(e.OTEL_EXPORTER_OTLP_HEADERS),
+    timeoutMs: e.OTEL_EXPORTER_OTLP_TIMEOUT,
+    serviceName: e.OTEL_SERVICE_NAME,
+    resourceAttributes: parseKeyValueList(e.OTEL_RESOURCE_ATTRIBUTES),
+    sampler: e.OTEL_TRACES_SAMPLER,
+    ratio: e.OTEL_TRACES_SAMPLER_ARG,
+    batch: {
+      scheduledDelayMs: e.OTEL_BSP_SCHEDULE_DELAY,
+      maxQueueSize: e.OTEL_BSP_MAX_QUEUE_SIZE,
+      // A smaller queue set alone shrinks the default batch with it.
+      maxExportBatchSize: Math.min(e.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, e.OTEL_BSP_MAX_QUEUE_SIZE),
+      exportTimeoutMs: e.OTEL_BSP_EXPORT_TIMEOUT,
+    },
+  }
+}
+
+/** Where an upstream URL was set, as a problem names it, and whether it is a sandbox's. */
+interface UpstreamUrl {
+  /** `environment UPSTREAM_BOOKINGS_URL`, `config/default.json upstreams.bookings.sandboxUrl`, `environment PMS_URL`. */
+  source: string
+  url: string
+  sandbox: boolean
+}
+
+const LOOPBACK_NAMES: ReadonlySet<string> = new Set(['localhost', '127.0.0.1', '[::1]'])
+
+/**
+ * `scheme://host:port` of a URL, so that two spellings of one server compare equal: the URL
+ * parser lower-cases the scheme and host and drops a default port; `localhost`, `127.0.0.1`
+ * and `::1` are one host. Undefined for what does not parse.
+ */
+export function serverOf(url: string): string | undefined {
+  let parsed: URL
   try {
-    return new URL(url).origin
+    parsed = new URL(url)
   } catch {
     return undefined
   }
+  const host = LOOPBACK_NAMES.has(parsed.hostname) ? 'loopback' : parsed.hostname
+  const port = parsed.port !== '' ? parsed.port : parsed.protocol === 'https:' ? '443' : '80'
+  return `${parsed.protocol}//${host}:${port}`
+}
+
+/**
+ * Start errors of the upstreams' URLs. Each is a server alone: a path would be silently
+ * dropped (the routes' upstreamPath, the PMS client's own paths, say where to call), and
+ * credentials belong in the token variables. No sandbox may be any upstream's live URL
+ * under another name: a test key would reach live data, and the proxy could not tell a
+ * sandbox call from a live one.
+ */
+function upstreamUrlProblems(urls: readonly UpstreamUrl[]): string[] {
+  const problems: string[] = []
+  for (const { source, url } of urls) {
+    let parsed: URL
+    try {
+      parsed = new URL(url)
+    } catch {
+      continue
+    }
+    if (parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '' || parsed.username !== '' || parsed.password !== '') {
+      problems.push(`${source}: must be a server alone (scheme, host, port), with no path, query, fragment or credentials`)
+    }
+  }
+  for (const sandbox of urls.filter((u) => u.sandbox)) {
+    const server = serverOf(sandbox.url)
+    const live = urls.find((u) => !u.sandbox && server !== undefined && serverOf(u.url) === server)
+    if (live !== undefined) problems.push(`${sandbox.source}: is ${live.source} under another name; a test key would reach live data`)
+  }
+  return problems
+}
+
+// An empty variable counts as unset, as shells and compose files often leave them.
+function readEnv(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  return env[name] === '' ? undefined : env[name]
+}
+
+/**
+ * Every upstream URL in force, the environment's overrides included, read from the file as
+ * given: their rules are reported with every other bad field, even when the file has others.
+ * An override that is no http(s) URL is a problem of its own.
+ */
+function upstreamUrlsOf(raw: unknown, configFile: string, env: NodeJS.ProcessEnv, problems: string[]): UpstreamUrl[] {
+  const urls: UpstreamUrl[] = []
+  for (const [variable, sandbox] of [['PMS_URL', false], ['PMS_SANDBOX_URL', true]] as const) {
+    const value = readEnv(env, variable)
+    if (value !== undefined) urls.push({ source: `environment ${variable}`, url: value, sandbox })
+  }
+  const declared = (raw as { upstreams?: unknown } | undefined)?.upstreams
+  if (typeof declared !== 'object' || declared === null) return urls
+  for (const [name, upstream] of Object.entries(declared)) {
+    const prefix = upstreamEnvPrefix(name)
+    for (const [variable, field] of [[`${prefix}URL`, 'url'], [`${prefix}SANDBOX_URL`, 'sandboxUrl']] as const) {
+      const fromEnv = readEnv(env, variable)
+      if (fromEnv !== undefined && !httpUrl.safeParse(fromEnv).success) problems.push(`environment ${variable}: must be an http(s) URL`)
+      const value = fromEnv ?? (upstream as Record<string, unknown> | null)?.[field]
+      if (typeof value === 'string') urls.push({ source: fromEnv !== undefined ? `environment ${variable}` : `${configFile} upstreams.${name}.${field}`, url: value, sandbox: field === 'sandboxUrl' })
+    }
+  }
+  return urls
 }
 
 /** `bookings` -> `UPSTREAM_BOOKINGS_`, `guest-service` -> `UPSTREAM_GUEST_SERVICE_`. */
@@ -428,20 +680,12 @@ export function upstreamEnvPrefix(name: string): string {
 // environment (tokens never come from the file).
 function resolveUpstreams(file: FileConfig, env: NodeJS.ProcessEnv, problems: string[], requireTokens: boolean): Record<string, ServiceUpstream> {
   const resolved: Record<string, ServiceUpstream> = {}
-  const read = (name: string): string | undefined => (env[name] === '' ? undefined : env[name])
   for (const [name, declared] of Object.entries(file.upstreams)) {
     const prefix = upstreamEnvPrefix(name)
-    const url = read(`${prefix}URL`) ?? declared.url
-    const sandboxUrl = read(`${prefix}SANDBOX_URL`) ?? declared.sandboxUrl
-    for (const [variable, value] of [[`${prefix}URL`, url], [`${prefix}SANDBOX_URL`, sandboxUrl]] as const) {
-      if (value !== undefined && !httpUrl.safeParse(value).success) problems.push(`environment ${variable}: must be an http(s) URL`)
-    }
-    // The proxy tells live from sandbox calls by origin; one origin for both would send test keys to live data.
-    if (sandboxUrl !== undefined && originOf(sandboxUrl) === originOf(url)) {
-      problems.push(`upstreams.${name}: sandboxUrl must be another origin than url`)
-    }
-    const token = read(`${prefix}TOKEN`)
-    const sandboxToken = read(`${prefix}SANDBOX_TOKEN`)
+    const url = readEnv(env, `${prefix}URL`) ?? declared.url
+    const sandboxUrl = readEnv(env, `${prefix}SANDBOX_URL`) ?? declared.sandboxUrl
+    const token = readEnv(env, `${prefix}TOKEN`)
+    const sandboxToken = readEnv(env, `${prefix}SANDBOX_TOKEN`)
     // Only a gateway that serves needs them; the key tool and the docs generator call no service.
     if (declared.tokenHeader !== undefined && requireTokens) {
       if (token === undefined) problems.push(`environment ${prefix}TOKEN: required by upstreams.${name}.tokenHeader`)
@@ -459,6 +703,8 @@ function resolveUpstreams(file: FileConfig, env: NodeJS.ProcessEnv, problems: st
       connections: declared.connections ?? file.upstream.connections,
       retries: declared.retries ?? file.upstream.retries,
       maxInFlight: declared.maxInFlight ?? file.upstream.maxInFlight,
+      maxInFlightPerCredential: declared.maxInFlightPerCredential,
+      responseTimeoutMs: declared.responseTimeoutMs,
       breaker: { ...file.breaker, ...declared.breaker },
     }
   }

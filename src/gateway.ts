@@ -6,6 +6,8 @@ import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import { HealthState } from './health.js'
 import { KeyAuthenticator } from './keys/authenticator.js'
+import { Credentials } from './keys/credentials.js'
+import { TokenAuthenticator } from './oauth/tokens.js'
 import { RedisKeyStore, type KeyStore } from './keys/store.js'
 import { PmsPropertySource } from './properties/pms-source.js'
 import type { PropertySource } from './properties/source.js'
@@ -14,6 +16,7 @@ import { MemoryQuotaStore, RedisQuotaStore, type QuotaStore } from './ratelimit/
 import { createPmsUpstreams, type PmsSet, type UpstreamHooks } from './properties/upstreams.js'
 import { Services } from './proxy/services.js'
 import { createRedis, redisMode, redisTarget, RedisMonitor, type RedisClient } from './redis.js'
+import { Tracing } from './tracing/tracing.js'
 import type { UpstreamOutcome } from './upstream/errors.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
@@ -42,10 +45,14 @@ export interface Gateway {
   redisMonitor: RedisMonitor | undefined
   keyStore: KeyStore
   authenticator: KeyAuthenticator
+  /** Access tokens: their issuers' keys, the verified tokens, the grants. */
+  tokens: TokenAuthenticator
   /** The PMS and its sandbox; absent when tests give a property source of their own. */
   upstreams: PmsSet | undefined
   /** The services of the declared routes. */
   services: Services
+  /** Present when spans are exported. */
+  tracing: Tracing | undefined
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -67,11 +74,33 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
   const metrics = new Metrics()
+  const tokens = new TokenAuthenticator(keyStore, {
+    oauth: config.oauth,
+    grantCache: { ...config.keyCache, maxUnknown: config.abuse.unknownKeys },
+    onJwksFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+    onJwksError: (issuer, message) => logger.warn({ issuer, error: message }, 'JWKS fetch failed; the last keys fetched stay in use'),
+  })
+  if (redisMonitor !== undefined) {
+    const monitor = redisMonitor
+    metrics.watchRedis(() => monitor.up)
+  }
+  const tracing = config.tracing === undefined ? undefined : new Tracing(config.tracing, {
+    exported: (spans) => metrics.traceSpansExported.inc(spans),
+    dropped: (reason, spans) => metrics.traceSpansDropped.inc({ reason }, spans),
+    // Once per change, not per export: an unreachable collector must not flood the log.
+    health: (accepting) => {
+      if (accepting) logger.info('trace export works again')
+      else logger.warn('trace export failing: spans are dropped (gateway_trace_spans_dropped_total) until the collector accepts them again')
+    },
+  })
+  const clientSpans = tracing === undefined ? undefined : (upstream: string) => tracing.clientSpans(upstream)
   const onCall = (name: string, outcome: UpstreamOutcome, seconds: number): void => metrics.upstreamCall(name, outcome, seconds)
   const upstreams = options.properties === undefined
-    ? createPmsUpstreams(config, { onCall, onCache: (name, result) => metrics.cacheRead(name, result), ...options.upstreamHooks })
+    ? createPmsUpstreams(config, {
+      onCall, onCache: (name, result) => metrics.cacheRead(name, result), ...(clientSpans === undefined ? {} : { clientSpans }), ...options.upstreamHooks,
+    })
     : undefined
-  const services = new Services(config, options.upstreamHooks?.dispatcher)
+  const services = new Services(config, options.upstreamHooks?.dispatcher, clientSpans)
   const allUpstreams = [...(upstreams?.all.map((p) => p.client.upstream) ?? []), ...services.all]
   for (const upstream of allUpstreams) metrics.watchBreaker(upstream.name, () => upstream.state)
   const properties = options.properties ?? new PmsPropertySource((upstreams as PmsSet).byMode)
@@ -91,20 +120,25 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   })
   const app = await buildApp({
-    config, logger, keys: authenticator, properties, health, metrics, rateLimiter, services, hasSandbox, proxyHooks: { onCall },
+    config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
+    proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason) },
+    ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
   const admin = await buildAdmin(metrics, {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
-    authenticator, startedAt: Date.now(),
-  }, { token: config.adminToken })
+    authenticator, tokens, startedAt: Date.now(),
+  }, { token: config.adminToken, docsUrl: config.docsUrl })
   const store = keyStore
   app.addHook('onClose', async () => {
     await admin.close()
     redisMonitor?.stop()
     await store.close()
+    await tokens.close()
     await Promise.all(allUpstreams.map((u) => u.close()))
     redis?.disconnect()
+    // Last: every request's span has ended by now.
+    await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, upstreams, services }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing }
 }

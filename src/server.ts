@@ -21,6 +21,17 @@ for (const [variable, target] of [['PMS_URL', config.pms], ['PMS_SANDBOX_URL', c
     logger.warn({ variable, host: new URL(target.url).hostname }, `${variable} uses plain http: to a host that is not loopback; the PMS token travels unencrypted`)
   }
 }
+for (const issuer of config.oauth.issuers) {
+  if (new URL(issuer.jwksUri).protocol === 'http:') {
+    // Whoever can change the keys on the way can sign tokens this gateway accepts.
+    logger.warn({ issuer: issuer.issuer, jwksUri: issuer.jwksUri }, 'the JWKS of a token issuer is fetched over plain http:; anyone on the path could swap its keys')
+  }
+}
+if (config.tracing !== undefined) {
+  // The collector's host only: its URL or headers may hold a credential.
+  const { url, protocol, sampler, ratio } = config.tracing
+  logger.info({ collector: new URL(url).host, protocol, sampler, ratio }, 'exporting traces')
+}
 const gateway = await createGateway({ config, logger })
 const { app, admin, health } = gateway
 const { drainMs, timeoutMs } = config.shutdown

@@ -1,3 +1,4 @@
+import type { Span } from '@opentelemetry/api'
 import type { Config } from './config.js'
 import type { ErrorCode } from './contract/errors.js'
 import type { HealthState } from './health.js'
@@ -24,6 +25,8 @@ declare module 'fastify' {
     routeUrl: string | null
     brand: Brand | null
     trace: TraceContext | null
+    /** The request's server span, when tracing is on (tracing/tracing.ts). */
+    span: Span | null
     correlationId: string | null
     principal: Principal | null
     parsedQuery: ParsedQuery | null
@@ -36,6 +39,11 @@ declare module 'fastify' {
     upstreamName: string | null
     upstreamStatus: number | null
     upstreamStartedAt: number | null
+    /** The path and query (`?…` or '') a declared route's service is called on, built from validated values. */
+    upstreamPath: string | null
+    upstreamQuery: string | null
+    /** Why a declared service's streamed answer ended before its end, for the log line. */
+    upstreamCut: string | null
     cacheResult: string | null
   }
 }

@@ -191,7 +191,7 @@ describe('the key tool', () => {
     expect({ code, err, lines: out.length }).toEqual({ code: 0, err: [], lines: 1 })
     expect(JSON.parse(out[0] as string)).toEqual({
       id: expect.stringMatching(/^key_[0-9A-Za-z]{17}$/), key: expect.stringMatching(/^svc_live_[0-9A-Za-z]{28}$/),
-      brand: 'acme', mode: 'live', properties: [ALLOWED, OTHER], status: 'active', name: 'PMS sync',
+      brand: 'acme', mode: 'live', properties: [ALLOWED, OTHER], scopes: '*', status: 'active', name: 'PMS sync',
       expiresAt: '2030-01-01T00:00:00.000Z', createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
     })
   })
@@ -201,7 +201,7 @@ describe('the key tool', () => {
     const shown = await keyTool('show', id, '--json')
     expect(shown.code).toBe(0)
     expect(JSON.parse(shown.out[0] as string)).toEqual({
-      id, brand: 'globex', mode: 'test', properties: '*', status: 'active', name: null, expiresAt: null, rateLimit: null,
+      id, brand: 'globex', mode: 'test', properties: '*', scopes: '*', status: 'active', name: null, expiresAt: null, rateLimit: null,
       createdAt: expect.any(String),
     })
     const listed = await keyTool('list', '--brand', 'globex', '--json')

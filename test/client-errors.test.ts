@@ -98,3 +98,32 @@ describe('requests the HTTP parser refuses', () => {
     expect(res.body).toBe('{"status":"ok"}')
   })
 })
+
+describe('requests Node would answer or drop by itself', () => {
+  it('answers CONNECT with 405 problem+json instead of dropping the connection', async () => {
+    const res = await raw('CONNECT api.acme-hotels.example:443 HTTP/1.1\r\nHost: api.acme-hotels.example:443\r\n\r\n')
+    expectProblem(res, {
+      code: 'METHOD_NOT_ALLOWED', instance: '', headers: { allow: 'GET, HEAD', connection: 'close' },
+      detail: 'CONNECT is not supported; this API tunnels nothing. Use GET, HEAD on its paths.',
+    })
+  })
+
+  it('ignores an expectation it does not know instead of a bare 417', async () => {
+    const res = await raw('GET /v1/health HTTP/1.1\r\nHost: localhost\r\nExpect: foo\r\nConnection: close\r\n\r\n')
+    expect({ status: res.statusCode, body: res.body }).toEqual({ status: 200, body: '{"status":"ok"}' })
+  })
+
+  it('sends no 100 (Continue) to a request whose route reads no body, and closes after the answer', async () => {
+    const res = await raw('GET /v1/health HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n\r\n')
+    expect({ status: res.statusCode, connection: res.headers.connection, body: res.body }).toEqual({ status: 200, connection: 'close', body: '{"status":"ok"}' })
+  })
+
+  it("routes an absolute-form target by its path, with its authority as the host (RFC 9112 3.2.2)", async () => {
+    const known = await raw('GET http://api.acme-hotels.example/v1/properties?perPage=1 HTTP/1.1\r\nHost: elsewhere.example\r\nUser-Agent: raw/1.0\r\nConnection: close\r\n\r\n')
+    expectProblem(known, { code: 'MISSING_AUTH_HEADER', instance: '/v1/properties', headers: { 'www-authenticate': 'Bearer' } })
+    const unknown = await raw('GET https://elsewhere.example:8443/v1/properties HTTP/1.1\r\nHost: api.acme-hotels.example\r\nUser-Agent: raw/1.0\r\nConnection: close\r\n\r\n')
+    expectProblem(unknown, { code: 'ROUTE_NOT_FOUND', instance: '/v1/properties', detail: "No API is served at host 'elsewhere.example'." })
+    const bare = await raw('GET http://user@localhost HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+    expectProblem(bare, { code: 'ROUTE_NOT_FOUND', instance: '/', detail: 'There is no endpoint at /.' })
+  })
+})

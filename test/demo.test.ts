@@ -17,7 +17,7 @@ afterAll(async () => {
 
 async function demo(env: Record<string, string>, check: (printed: string) => Promise<void>): Promise<void> {
   const child = spawn('npm', ['run', '--silent', 'demo'], {
-    env: { ...process.env, PORT: '0', ADMIN_PORT: '0', MOCK_PMS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PORT: '0', ADMIN_PORT: '0', MOCK_PMS_PORT: '0', MOCK_IDP_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, signalled whole as Ctrl-C in a terminal would (npm does not
     // pass a signal on to the script it runs).
     detached: true,
@@ -44,7 +44,33 @@ async function curl(printed: string, fragment: string): Promise<unknown> {
   return JSON.parse(stdout) as unknown
 }
 
+/** The three lines of the access-token example: the token request alone, then the token into $TOKEN and the call with it. */
+async function tokenLines(printed: string): Promise<{ token: unknown; properties: unknown }> {
+  const lines = printed.split('\n')
+  const start = lines.findIndex((l) => l.startsWith('With an OAuth 2.0 access token'))
+  expect(start).toBeGreaterThan(0)
+  const [getToken, keepToken, call] = lines.slice(start + 1, start + 4) as [string, string, string]
+  expect({ getToken: getToken.startsWith('curl '), keepToken: keepToken.startsWith('TOKEN=$(curl '), call: call.startsWith('curl ') })
+    .toEqual({ getToken: true, keepToken: true, call: true })
+  const token = JSON.parse((await run('sh', ['-c', getToken])).stdout) as unknown
+  // As a newcomer pastes them: the second line, then the third, in one shell.
+  const properties = JSON.parse((await run('sh', ['-c', `${keepToken}\n${call}`])).stdout) as unknown
+  return { token, properties }
+}
+
 describe('npm run demo', () => {
+  it('with Redis: prints curl lines that get an access token and call with it', async () => {
+    await demo({ REDIS_URL, REDIS_PREFIX: prefix }, async (printed) => {
+      expect(printed).toMatch(/Identity provider \(stand-in\): http:\/\/127\.0\.0\.1:\d+\/realms\/partners; client "demo-partner" registered as cli_[0-9A-Za-z]{17}, all properties of acme/)
+      const { token, properties } = await tokenLines(printed)
+      expect(token).toEqual({ access_token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/), token_type: 'Bearer', expires_in: 300, scope: 'properties:read' })
+      const list = properties as { data: { object: string }[]; meta: { pagination: { perPage: number } } }
+      expect(list.data).toHaveLength(3)
+      expect(list.data.every((p) => p.object === 'property')).toBe(true)
+      expect(list.meta.pagination.perPage).toBe(3)
+    })
+  })
+
   it('with Redis: prints curl lines that return properties', async () => {
     await demo({ REDIS_URL, REDIS_PREFIX: prefix }, async (printed) => {
       expect(printed).toContain('Redis at redis://127.0.0.1:6379 answers')
@@ -71,6 +97,8 @@ describe('npm run demo', () => {
       const refused = await curl(printed, 'per_page') as { code: string; errors: { detail: string }[] }
       expect(refused.code).toBe('UNKNOWN_QUERY_PARAMETER')
       expect(refused.errors[0]?.detail).toBe("Did you mean 'perPage'?")
+      const { properties } = await tokenLines(printed)
+      expect((properties as { data: { object: string }[] }).data.map((p) => p.object)).toEqual(['property', 'property', 'property'])
     })
   })
 })

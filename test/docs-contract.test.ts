@@ -73,6 +73,47 @@ describe('the OpenAPI document', () => {
     for (const code of Object.keys(errorCatalog)) expect(text, code).toContain(`errors/${code.toLowerCase().replaceAll('_', '-')}.html`)
   })
 
+  it('documents both security schemes: the API key, and OAuth 2.0 client credentials with every scope described', () => {
+    expect((document.components as { securitySchemes: JsonObject }).securitySchemes).toEqual({
+      apiKey: { type: 'http', scheme: 'bearer', description: 'Your API key (`svc_live_…` or `svc_test_…`) as a Bearer token.' },
+      oauth2: {
+        type: 'oauth2',
+        description: expect.stringContaining('client-credentials grant'),
+        flows: {
+          clientCredentials: {
+            tokenUrl: 'http://127.0.0.1:4030/realms/partners/protocol/openid-connect/token',
+            scopes: {
+              'guests:read': 'Read guests: GET /v1/guests, GET /v1/guests/{guestId}',
+              'guests:write': 'Create, change and delete guests: POST /v1/guests, PATCH /v1/guests/{guestId}',
+              'properties:read': 'Read properties: GET /v1/properties, GET /v1/properties/{propertyId}',
+              'rooms:read': 'Read rooms: GET /v1/rooms',
+            },
+          },
+        },
+      },
+    })
+  })
+
+  it('names each operation\'s scope under both schemes, and says it in the description', () => {
+    const expected: Record<string, string> = {
+      'GET /v1/properties': 'properties:read', 'GET /v1/properties/{propertyId}': 'properties:read', 'GET /v1/guests': 'guests:read',
+      'POST /v1/guests': 'guests:write', 'GET /v1/guests/{guestId}': 'guests:read', 'PATCH /v1/guests/{guestId}': 'guests:write', 'GET /v1/rooms': 'rooms:read',
+    }
+    const documented = Object.fromEntries(Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op])))
+    expect(documented['GET /v1/health']?.security).toEqual([])
+    for (const [operation, scope] of Object.entries(expected)) {
+      expect(documented[operation]?.security, operation).toEqual([{ apiKey: [scope] }, { oauth2: [scope] }])
+      expect(documented[operation]?.description, operation).toContain(`Needs the scope \`${scope}\``)
+    }
+    expect(Object.keys(documented).sort()).toEqual([...Object.keys(expected), 'GET /v1/health'].sort())
+  })
+
+  it('leaves the OAuth 2.0 scheme out where no issuer names a token endpoint', () => {
+    const keysOnly = openApiDocument({ ...shipped, oauth: { issuers: [] } })
+    expect(Object.keys((keysOnly.components as { securitySchemes: JsonObject }).securitySchemes)).toEqual(['apiKey'])
+    expect((keysOnly.paths as Record<string, Record<string, JsonObject>>)['/v1/properties']?.get?.security).toEqual([{ apiKey: ['properties:read'] }])
+  })
+
   it('writes nullable values as type lists, never `nullable`', () => {
     expect(JSON.stringify(document)).not.toContain('"nullable"')
     const property = (document.components as { schemas: Record<string, JsonObject> }).schemas.Property as { properties: Record<string, JsonObject> }
@@ -91,7 +132,7 @@ describe('the OpenAPI document', () => {
     const guest = paths['/v1/guests/{guestId}']?.get?.parameters as JsonObject[]
     expect(guest).toContainEqual(expect.objectContaining({ name: 'with', style: 'form', explode: false }))
     expect(paths['/v1/health']?.get?.security).toEqual([])
-    expect(paths['/v1/properties']?.get?.security).toEqual([{ apiKey: [] }])
+    expect(paths['/v1/properties']?.get?.security).toEqual([{ apiKey: ['properties:read'] }, { oauth2: ['properties:read'] }])
   })
 })
 

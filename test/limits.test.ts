@@ -26,6 +26,32 @@ describe('bounded answers and upstream calls (decisions 10)', () => {
     expect(res.body.length).toBeLessThan(4096)
   })
 
+  it('quotes at most 200 characters of what the partner sent in any detail', async () => {
+    const cut = (text: string): string => `${text.slice(0, 200)}…`
+    const longPath = `/v1/${'a'.repeat(5000)}`
+    expectProblem(await t.get(longPath, key), { code: 'ROUTE_NOT_FOUND', instance: longPath, detail: `There is no endpoint at ${cut(longPath)}.` })
+    const slash = `/v1/properties/${'b'.repeat(3000)}/`
+    expectProblem(await t.get(slash, key), { code: 'TRAILING_SLASH_NOT_ALLOWED', instance: slash, detail: `Remove the trailing slash: request ${cut(slash.slice(0, -1))}.` })
+    const cased = `/v1/Properties/${'C'.repeat(3000)}`
+    expectProblem(await t.get(cased, key), { code: 'PATH_CASE_MISMATCH', instance: cased, detail: `Paths are case-sensitive: request ${cut(`/v1/properties/${'C'.repeat(3000)}`)}.` })
+    const host = `${'h'.repeat(4000)}.example`
+    expectProblem(await t.get('/v1/properties', key, { host }), { code: 'ROUTE_NOT_FOUND', instance: '/v1/properties', detail: `No API is served at host '${cut(host)}'.` })
+    const accept = `text/html;level=${'1'.repeat(6000)}`
+    expectProblem(await t.get('/v1/properties', key, { accept }), {
+      code: 'NOT_ACCEPTABLE', instance: '/v1/properties', detail: `This API produces application/json only; the Accept header '${cut(accept)}' does not admit it.`,
+    })
+    // Unknown names share one budget: the first is cut, the rest are counted.
+    const names = ['n'.repeat(150), 'm'.repeat(150), 'per_page']
+    const res = await t.get(`/v1/properties?${names.join('=1&')}=1`, key)
+    expectProblem(res, {
+      code: 'UNKNOWN_QUERY_PARAMETER', instance: '/v1/properties',
+      detail: `Unknown query parameters '${names[0] as string}', '${'m'.repeat(50)}…' and 1 more.`,
+      errors: names.map((field) => ({
+        field, code: 'UNKNOWN_PARAMETER', detail: field === 'per_page' ? "Did you mean 'perPage'?" : "Unknown parameter; this endpoint accepts 'page', 'perPage'.",
+      })),
+    })
+  })
+
   it('refuses page beyond 10,000 before any PMS call', async () => {
     const before = t.pms.received.length
     expectProblem(await t.get('/v1/properties?page=10001', key), {

@@ -13,8 +13,8 @@ import { expectEnvelope, expectProblem, REQUEST_ID } from './helpers/problem.js'
 import { checkAnswer, contractChecked } from './helpers/contract.js'
 
 const ID = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
-const acmeAll: Principal = { keyId: 'key_acme', brand: 'acme', mode: 'live', properties: 'all', rateLimit: null }
-const globexAll: Principal = { keyId: 'key_globex', brand: 'globex', mode: 'live', properties: 'all', rateLimit: null }
+const acmeAll: Principal = { keyId: 'key_acme', brand: 'acme', mode: 'live', properties: 'all', rateLimit: null, kind: 'apiKey', scopes: 'all' }
+const globexAll: Principal = { keyId: 'key_globex', brand: 'globex', mode: 'live', properties: 'all', rateLimit: null, kind: 'apiKey', scopes: 'all' }
 const KEY = 'svc_live_acme'
 const AUTH = { host: ACME_HOST, 'user-agent': 'pipeline-test/1.0', authorization: `Bearer ${KEY}` }
 

@@ -21,7 +21,7 @@ beforeAll(async () => {
   app = await buildApp({
     config: testConfig(),
     logger: captureLogs('silent').logger,
-    keys: new FakeKeys({ svc_live_ok: { keyId: 'key_ok', brand: 'acme', mode: 'live', properties: new Set([ID]), rateLimit: null } }),
+    keys: new FakeKeys({ svc_live_ok: { keyId: 'key_ok', brand: 'acme', mode: 'live', properties: new Set([ID]), rateLimit: null, kind: 'apiKey', scopes: 'all' } }),
     properties: new MemorySource([{ chainCode: 'ACME', property: property({ id: ID }) }]),
   })
   contractChecked(app)

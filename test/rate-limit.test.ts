@@ -57,6 +57,23 @@ describe('rate limits (decisions 6)', () => {
     })
   })
 
+  it('sends the draft\'s RateLimit-Policy and RateLimit beside the three headers, as RFC 9651 structured fields', async () => {
+    const key = await newKey(3)
+    for (let i = 1; i <= 3; i += 1) {
+      const res = await call(a, key)
+      expect(res.statusCode).toBe(200)
+      const reset = res.headers['ratelimit-reset'] as string
+      expect({ policy: res.headers['ratelimit-policy'], left: res.headers.ratelimit, remaining: res.headers['ratelimit-remaining'] })
+        .toEqual({ policy: '"default";q=3;w=3600', left: `"default";r=${3 - i};t=${reset}`, remaining: String(3 - i) })
+    }
+    const refused = await call(a, key)
+    const reset = refused.headers['ratelimit-reset'] as string
+    expectProblem(refused, {
+      code: 'RATE_LIMITED', instance: '/v1/properties',
+      headers: { 'ratelimit-policy': '"default";q=3;w=3600', ratelimit: `"default";r=0;t=${reset}`, 'retry-after': reset },
+    })
+  })
+
   it('takes the default quota from the config', async () => {
     const res = await call(a, await newKey())
     expect({ limit: res.headers['ratelimit-limit'], remaining: res.headers['ratelimit-remaining'] }).toEqual({ limit: '40', remaining: '39' })

@@ -13,7 +13,8 @@ import { generateHotels, pmsOrder, type Hotel } from './data.js'
 //   DELETE /__mock/requests
 //   POST   /__mock/hotels    [records] added as given, broken ones included
 //
-// Modes: latency (answer after latencyMs), html-5xx (status 502/503/504, text/html),
+// Modes: latency (answer after latencyMs), html-5xx (status 502/503/504, text/html; with a
+// Retry-After when retryAfter is given),
 // json-500 (an internal error text), throttle (429 with Retry-After), reset (socket destroyed
 // mid-response), non-json (200 text/plain), broken-record (every record loses a field),
 // unauthorized (401 to any token).
@@ -119,7 +120,7 @@ export class MockPms {
   private fail(failure: Failure, res: ServerResponse): boolean {
     switch (failure.mode) {
       case 'html-5xx':
-        res.writeHead(failure.status ?? 503, { 'content-type': 'text/html' })
+        res.writeHead(failure.status ?? 503, { 'content-type': 'text/html', ...(failure.retryAfter === undefined ? {} : { 'retry-after': String(failure.retryAfter) }) })
         res.end('<html><body><h1>503 Service Temporarily Unavailable</h1><hr>pms-lb-eu-west-3</body></html>')
         return true
       case 'json-500':

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
+import { gzipSync } from 'node:zlib'
 import { listen, stop } from '../listen.js'
 import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type Guest, type Room } from './data.js'
 
@@ -11,9 +12,10 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 // the success envelope and problem+json errors. Every answer also carries internal headers
 // (LEAKY_HEADERS) that the gateway must drop. Controlled over HTTP:
 //
-//   PUT    /__mock/failure   {"mode": "...", "times"?: n, "latencyMs"?: n, "status"?: n, "retryAfter"?: s, "bytes"?: n}
+//   PUT    /__mock/failure   {"mode": "...", "times"?: n, "latencyMs"?: n, "status"?: n, "retryAfter"?: s, "bytes"?: n, "brand"?: id}
 //   DELETE /__mock/failure   back to healthy
-//   GET    /__mock/requests  what the service received (method, path, headers, body)
+//   GET    /__mock/requests  what the service received (method, path, headers, body, and the request line and
+//                            header lines exactly as they came: names as spelled, duplicates, order)
 //   DELETE /__mock/requests
 //   DELETE /__mock/guests    created and changed guests back to the seeded ones
 //
@@ -22,13 +24,16 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 // mid-response), drop (socket destroyed before any answer), non-json (200 text/plain),
 // unauthorized (401 to any token), problem-4xx (a problem+json client error, 409 CONFLICT by
 // default), plain-4xx (400 text/plain), large (a 200 envelope of about `bytes` bytes, 5 MiB by
-// default, streamed), no-content (204), redirect (302 to a guest).
+// default, streamed), no-content (204), redirect (302 to a guest), stall (200 and the first bytes of
+// an envelope, then nothing until the caller closes the connection), links (the first page with
+// Link headers to itself, its own absolute URL, another host and an internal path), gzip (the
+// first page gzip-encoded), empty (`status`, default 200, with no body and `contentType` if given).
 
 export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'drop' | 'non-json' | 'unauthorized'
-  | 'problem-4xx' | 'plain-4xx' | 'large' | 'no-content' | 'redirect'
+  | 'problem-4xx' | 'plain-4xx' | 'large' | 'no-content' | 'redirect' | 'stall' | 'links' | 'gzip' | 'empty'
 
 export const FAILURE_MODES: readonly FailureMode[] = ['latency', 'html-5xx', 'json-500', 'throttle', 'reset', 'drop', 'non-json',
-  'unauthorized', 'problem-4xx', 'plain-4xx', 'large', 'no-content', 'redirect']
+  'unauthorized', 'problem-4xx', 'plain-4xx', 'large', 'no-content', 'redirect', 'stall', 'links', 'gzip', 'empty']
 
 export interface Failure {
   mode: FailureMode
@@ -39,13 +44,21 @@ export interface Failure {
   retryAfter?: number
   /** Size of the `large` answer. */
   bytes?: number
+  /** Only requests of this brand (X-Service-Brand) fail, and only they count against `times`; unset: every request. */
+  brand?: string
+  /** The Content-Type of the `empty` answer; none when unset. */
+  contentType?: string
 }
 
 export interface ReceivedRequest {
   method: string
-  /** Path with its query string, as received. */
+  /** Path with its query string, resolved as a URL parser reads it (dot segments removed). */
   path: string
-  /** Every header, names in lower case. */
+  /** The request line as it came, target byte for byte: `GET /a/./b?x=1 HTTP/1.1`. */
+  requestLine: string
+  /** Every header line as it came: the name as spelled (`X_Service_Brand`), duplicates and order kept. */
+  rawHeaders: [string, string][]
+  /** Every header, names in lower case (Node's view: duplicates joined, some dropped). */
   headers: Record<string, string>
   /** The body as text ('' without one); null when it was over BODY_LIMIT and not kept. */
   body: string | null
@@ -184,12 +197,19 @@ export class MockService {
     const body = await readBody(req)
     if (url.pathname.startsWith('/__mock/')) return this.control(req, res, url, body)
 
-    this.received.push({ method: req.method ?? 'GET', path: `${url.pathname}${url.search}`, headers: headers(req), body })
+    this.received.push({
+      method: req.method ?? 'GET',
+      path: `${url.pathname}${url.search}`,
+      requestLine: `${req.method ?? ''} ${req.url ?? ''} HTTP/${req.httpVersion}`,
+      rawHeaders: pairs(req.rawHeaders),
+      headers: headers(req),
+      body,
+    })
     const limit = this.options.logLimit ?? 10_000
     if (this.received.length > limit) this.received.splice(0, this.received.length - limit)
     const requestId = header(req, 'x-request-id')
     if (this.options.baseLatencyMs !== undefined) await sleep(this.options.baseLatencyMs)
-    const failure = this.takeFailure()
+    const failure = this.takeFailure(header(req, 'x-service-brand'))
     if (failure !== undefined) {
       if (failure.latencyMs !== undefined) await sleep(failure.latencyMs)
       if (await this.fail(failure, req, res, url, requestId)) return
@@ -316,8 +336,9 @@ export class MockService {
     envelope(res, 200, page(matching, paging), requestId, { ...paging, total: matching.length })
   }
 
-  private takeFailure(): Failure | undefined {
+  private takeFailure(brand: string | undefined): Failure | undefined {
     const failure = this.failure
+    if (failure?.brand !== undefined && failure.brand !== brand) return undefined
     if (failure?.times !== undefined) {
       if (failure.times <= 1) this.failure = undefined
       else this.failure = { ...failure, times: failure.times - 1 }
@@ -367,6 +388,32 @@ export class MockService {
         return true
       case 'no-content':
         res.writeHead(204, { ...LEAKY_HEADERS })
+        res.end()
+        return true
+      case 'stall':
+        res.writeHead(200, { ...LEAKY_HEADERS, 'content-type': JSON_TYPE })
+        res.write('{"data":[')
+        await new Promise<void>((resolve) => res.once('close', () => resolve()))
+        return true
+      case 'links': {
+        const brand = header(req, 'x-service-brand') ?? 'acme'
+        const guests = this.guestsOf(brand)
+        const self = `http://${header(req, 'host') ?? 'service'}`
+        const links = [`<${LIST_PATH}?page=2&perPage=2>; rel="next"`, `<${self}${LIST_PATH}?page=1&perPage=2>; rel="first"; title="First, page"`,
+          '<https://bookings.example/partner/v1/guests>; rel="alternate"', '</internal/admin>; rel="admin"',
+          `<${LIST_PATH}/${guests[0]?.id ?? randomUUID()}>; rel="item"; anchor="http://bookings.internal/x"`]
+        envelope(res, 200, page(guests, { page: 1, perPage: 2 }), requestId, { page: 1, perPage: 2, total: guests.length }, { link: links.join(', ') })
+        return true
+      }
+      case 'gzip': {
+        const guests = this.guestsOf(header(req, 'x-service-brand') ?? 'acme')
+        const body = gzipSync(JSON.stringify({ data: page(guests, { page: 1, perPage: 2 }), meta: { requestId: requestId ?? newRequestId(), timestamp: new Date().toISOString() } }))
+        res.writeHead(200, { ...LEAKY_HEADERS, 'content-type': JSON_TYPE, 'content-encoding': 'gzip', 'content-length': body.length })
+        res.end(body)
+        return true
+      }
+      case 'empty':
+        res.writeHead(failure.status ?? 200, { ...LEAKY_HEADERS, ...(failure.contentType === undefined ? {} : { 'content-type': failure.contentType }), 'content-length': '0' })
         res.end()
         return true
       case 'redirect': {
@@ -570,6 +617,13 @@ function drained(res: ServerResponse): Promise<void> {
 function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name]
   return Array.isArray(value) ? value.join(', ') : value
+}
+
+/** Node's flat raw header list as [name, value] pairs. */
+function pairs(raw: string[]): [string, string][] {
+  const out: [string, string][] = []
+  for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i] as string, raw[i + 1] as string])
+  return out
 }
 
 function headers(req: IncomingMessage): Record<string, string> {

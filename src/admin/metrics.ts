@@ -10,8 +10,11 @@ import { CounterSeries, HistogramSeries } from './series.js'
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, halfOpen: 1, open: 2 }
 
-// Requests take a few seconds at most; the PMS is the long tail.
-const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+// From 100 µs, so a cached answer's latency shows (prom-client's default buckets start at
+// 5 ms); up to a few seconds, the PMS's long tail.
+export const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+const NOT_CALLED: ReadonlySet<UpstreamOutcome> = new Set(['circuit_open', 'overloaded', 'share_full', 'not_sent'])
 
 export class Metrics {
   readonly registry = new Registry()
@@ -21,12 +24,20 @@ export class Metrics {
   private readonly cacheRequests: CounterSeries
   private readonly upstreamRequests: Counter<'upstream' | 'outcome'>
   private readonly upstreamDuration: Histogram<'upstream'>
+  private readonly upstreamCuts: Counter<'upstream' | 'reason'>
   // On every refused request too (rejections must be cheap): the lean series as well.
   private readonly authFailures: CounterSeries
   readonly rateLimited: Counter
   readonly rateLimiterFailOpen: Counter
   readonly rateLimitLeased: Counter
+  private readonly jwksRefreshes: Counter<'issuer' | 'result'>
+  readonly shedRequests: Counter
+  readonly traceSpansExported: Counter
+  readonly traceSpansDropped: Counter<'reason'>
   private readonly breakers = new Map<string, () => BreakerState>()
+  private redisUp: (() => boolean) | undefined
+  private healthy: (() => boolean) | undefined
+  private shedding: (() => boolean) | undefined
 
   constructor() {
     collectDefaultMetrics({ register: this.registry })
@@ -39,6 +50,10 @@ export class Metrics {
     this.upstreamDuration = new Histogram({
       name: 'gateway_upstream_request_duration_seconds', help: 'Time of a call to an upstream',
       labelNames: ['upstream'], buckets: DURATION_BUCKETS, registers: [this.registry],
+    })
+    this.upstreamCuts = new Counter({
+      name: 'gateway_upstream_calls_cut_total', help: 'Streamed answers of a declared service that ended before their end, by why',
+      labelNames: ['upstream', 'reason'], registers: [this.registry],
     })
     const breakers = this.breakers
     new Gauge({
@@ -61,6 +76,37 @@ export class Metrics {
       name: 'gateway_rate_limit_leased_total', help: 'Quota units this instance leased from Redis (each admits one request)',
       registers: [this.registry],
     })
+    this.jwksRefreshes = new Counter({
+      name: 'gateway_jwks_refresh_total', help: 'Fetches of a token issuer\'s signing keys (JWKS), by result (ok, error)',
+      labelNames: ['issuer', 'result'], registers: [this.registry],
+    })
+    // Read when scraped, from the same state /status and /v1/health report.
+    const gauge = (name: string, help: string, read: () => (() => boolean) | undefined): void => {
+      new Gauge({
+        name, help, registers: [this.registry],
+        collect() {
+          const value = read()
+          if (value !== undefined) this.set(value() ? 1 : 0)
+        },
+      })
+    }
+    gauge('gateway_redis_up', 'Whether this instance reaches Redis: 1 up, 0 down', () => this.redisUp)
+    gauge('gateway_healthy', 'Whether /v1/health answers healthy on this instance: 1 healthy, 0 unhealthy (Redis, event loop, draining)', () => this.healthy)
+    gauge('gateway_load_shedding', 'Whether this instance sheds load now (503 to every API request): 1 shedding, 0 not', () => this.shedding)
+    this.shedRequests = new Counter({
+      name: 'gateway_shed_requests_total', help: 'Requests answered 503 because the instance was overloaded', registers: [this.registry],
+    })
+    this.traceSpansExported = new Counter({
+      name: 'gateway_trace_spans_exported_total', help: 'Spans the trace collector accepted', registers: [this.registry],
+    })
+    this.traceSpansDropped = new Counter({
+      name: 'gateway_trace_spans_dropped_total', help: 'Spans lost: queue_full (the export queue was full) or export_failed (the collector refused them or could not be reached)',
+      labelNames: ['reason'], registers: [this.registry],
+    })
+  }
+
+  jwksRefresh(issuer: string, result: 'ok' | 'error'): void {
+    this.jwksRefreshes.inc({ issuer, result })
   }
 
   request(route: string, method: string, status: number, code: string, seconds: number): void {
@@ -71,8 +117,12 @@ export class Metrics {
 
   upstreamCall(upstream: string, outcome: UpstreamOutcome, seconds: number): void {
     this.upstreamRequests.inc({ upstream, outcome })
-    // A refusal by the breaker or the in-flight bound never reached the upstream.
-    if (outcome !== 'circuit_open' && outcome !== 'overloaded') this.upstreamDuration.observe({ upstream }, seconds)
+    // A refusal by the breaker or the in-flight bounds, or by undici, never reached the upstream.
+    if (!NOT_CALLED.has(outcome)) this.upstreamDuration.observe({ upstream }, seconds)
+  }
+
+  upstreamCut(upstream: string, reason: string): void {
+    this.upstreamCuts.inc({ upstream, reason })
   }
 
   cacheRead(cache: string, result: CacheResult): void {
@@ -85,5 +135,17 @@ export class Metrics {
 
   watchBreaker(upstream: string, state: () => BreakerState): void {
     this.breakers.set(upstream, state)
+  }
+
+  watchRedis(up: () => boolean): void {
+    this.redisUp = up
+  }
+
+  watchHealth(healthy: () => boolean): void {
+    this.healthy = healthy
+  }
+
+  watchShedding(shedding: () => boolean): void {
+    this.shedding = shedding
   }
 }

@@ -1,17 +1,26 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { ApiError } from '../contract/errors.js'
+import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
+import { pathOf, PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problem.js'
+import { generateRequestId } from '../http/request-context.js'
 import type { Metrics } from './metrics.js'
 import { statusReport, type StatusSources } from './status.js'
 
 // The admin listener (ADMIN_HOST:ADMIN_PORT): metrics and status for operators, on a port
 // of its own so that neither route is ever reachable on the public one. With ADMIN_TOKEN
 // set, both need `Authorization: Bearer <ADMIN_TOKEN>`. `/livez` needs none: an orchestrator's
-// liveness probe carries no token, and it tells nothing but that the process answers.
+// liveness probe carries no token, and it tells nothing but that the process answers. Its
+// refusals are problem+json like the public port's, with a Service-Request-Id.
 
 const LIVENESS_PATH = '/livez'
+const ADMIN_CHALLENGE = 'Bearer realm="admin"'
+const TOKEN_DETAIL = 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.'
 
 export interface AdminOptions {
   token?: string | undefined
+  /** Where the `type` links of its problems point (the config's docsUrl). */
+  docsUrl: string
 }
 
 // Digests of equal length, so the comparison takes the same time whatever was sent.
@@ -19,8 +28,16 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest()
 }
 
-export async function buildAdmin(metrics: Metrics, sources: StatusSources, options: AdminOptions = {}): Promise<FastifyInstance> {
-  const admin = Fastify({ logger: false })
+export async function buildAdmin(metrics: Metrics, sources: StatusSources, options: AdminOptions): Promise<FastifyInstance> {
+  const admin = Fastify({ logger: false, genReqId: generateRequestId })
+  const problem = (request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply => {
+    if (error.headers !== undefined) reply.headers(error.headers)
+    return reply.code(error.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(error, options.docsUrl, pathOf(request.url), request.id))
+  }
+  admin.addHook('onRequest', async (_request, reply) => {
+    reply.headers(COMMON_HEADERS)
+    reply.header(HEADER_REQUEST_ID, reply.request.id)
+  })
   const token = options.token
   if (token !== undefined) {
     const expected = digest(`Bearer ${token}`)
@@ -28,24 +45,20 @@ export async function buildAdmin(metrics: Metrics, sources: StatusSources, optio
       if (request.url === LIVENESS_PATH) return
       const presented = request.headers.authorization
       if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return
-      return reply.code(401).header('www-authenticate', 'Bearer realm="admin"').header('cache-control', 'no-store')
-        .type('application/problem+json; charset=utf-8')
-        .send({ title: 'Unauthorized', status: 401, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.' })
+      const code = presented === undefined ? 'MISSING_AUTH_HEADER' : 'INVALID_AUTH_HEADER'
+      return problem(request, reply, new ApiError(code, TOKEN_DETAIL, { headers: { 'www-authenticate': ADMIN_CHALLENGE } }))
     })
   }
+  admin.setNotFoundHandler((request, reply) => problem(request, reply,
+    new ApiError('ROUTE_NOT_FOUND', `There is no admin route at ${pathOf(request.url)}; the admin port serves /metrics, /status and ${LIVENESS_PATH}.`)))
+  admin.setErrorHandler((_error, request, reply) => problem(request, reply, new ApiError('INTERNAL_ERROR', 'An unexpected error occurred.')))
   // Alive while the event loop turns; Redis or an upstream being down is not a reason to
   // restart the process (readiness, on the public port's /v1/health, covers those).
-  admin.get(LIVENESS_PATH, async (_request, reply) => {
-    reply.header('cache-control', 'no-store')
-    return { status: 'ok' }
-  })
+  admin.get(LIVENESS_PATH, async () => ({ status: 'ok' }))
   admin.get('/metrics', async (_request, reply) => {
     reply.type(metrics.registry.contentType)
     return metrics.registry.metrics()
   })
-  admin.get('/status', async (_request, reply) => {
-    reply.header('cache-control', 'no-store')
-    return statusReport(sources)
-  })
+  admin.get('/status', async () => statusReport(sources))
   return admin
 }

@@ -1,8 +1,9 @@
-import { readFileSync } from 'node:fs'
 import type { HealthState } from '../health.js'
 import type { KeyAuthenticator } from '../keys/authenticator.js'
+import type { TokenAuthenticator } from '../oauth/tokens.js'
 import type { RedisMonitor } from '../redis.js'
 import type { BreakerState, Upstream } from '../upstream/upstream.js'
+import { VERSION } from '../version.js'
 
 // GET /status on the admin port (operations.md): what an SRE needs without reading logs.
 
@@ -13,23 +14,10 @@ export interface StatusSources {
   /** The read caches, as they are now. */
   caches: () => readonly { name: string; entries: number; hitRatio: number }[]
   authenticator: KeyAuthenticator
+  /** Access tokens; absent in tests that build the admin app alone. */
+  tokens?: TokenAuthenticator
   startedAt: number
 }
-
-function packageVersion(): string {
-  // package.json sits two folders above src/ and three above dist/src/.
-  for (const relative of ['../../package.json', '../../../package.json']) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), 'utf8')) as { name?: string; version?: string }
-      if (pkg.name === 'partner-gateway' && pkg.version !== undefined) return pkg.version
-    } catch {
-      // Try the next place.
-    }
-  }
-  return 'unknown'
-}
-
-const VERSION = packageVersion()
 
 export function statusReport(sources: StatusSources) {
   const upstreams: Record<string, { breaker: BreakerState; retryAfterSeconds: number; callsInFlight: number; stats: Record<string, number> }> = {}
@@ -62,5 +50,7 @@ export function statusReport(sources: StatusSources) {
       },
     upstreams,
     cache,
+    // Per token issuer: its signing keys held, when they were fetched, the last failure.
+    ...(sources.tokens === undefined ? {} : { oauth: sources.tokens.status() }),
   }
 }

@@ -56,11 +56,11 @@ export const errorCatalog = {
   },
   MISSING_AUTH_HEADER: {
     status: 401, title: 'Missing Authorization header',
-    tip: 'Send `Authorization: Bearer <API key>` with the key issued to you.',
+    tip: 'Send `Authorization: Bearer <API key>` with the key issued to you, or `Bearer <access token>` with a token from the identity provider.',
   },
   INVALID_AUTH_HEADER: {
     status: 401, title: 'Invalid Authorization header',
-    tip: 'The header must be exactly `Bearer <API key>`: the word Bearer, one space, the key.',
+    tip: 'The header must be exactly `Bearer <credential>`: the word Bearer, one space, then the API key or the access token.',
   },
   INVALID_API_KEY: {
     status: 401, title: 'Invalid API key',
@@ -69,6 +69,14 @@ export const errorCatalog = {
   API_KEY_EXPIRED: {
     status: 401, title: 'API key expired',
     tip: 'This key has passed its expiry date; ask your account manager for a new key.',
+  },
+  INVALID_ACCESS_TOKEN: {
+    status: 401, title: 'Invalid access token',
+    tip: 'Get a token from the identity provider with the client-credentials grant, for this API\'s audience, and send it whole as `Authorization: Bearer <token>`; `detail` says which check failed.',
+  },
+  ACCESS_TOKEN_EXPIRED: {
+    status: 401, title: 'Access token expired',
+    tip: 'Get a new token from the identity provider and retry; request a fresh one shortly before `expires_in` runs out instead of waiting for this answer.',
   },
   API_KEY_SUSPENDED: {
     status: 403, title: 'API key suspended',
@@ -81,6 +89,18 @@ export const errorCatalog = {
   PROPERTY_ACCESS_DENIED: {
     status: 403, title: 'Property access denied',
     tip: 'Your key is not authorised for this property; GET /v1/properties lists the ones it may use.',
+  },
+  INSUFFICIENT_SCOPE: {
+    status: 403, title: 'Insufficient scope',
+    tip: 'Your credential lacks the scope named in `detail` and in the `WWW-Authenticate` header; request a token with that scope, or ask your account manager to add it to your key or client.',
+  },
+  CLIENT_NOT_REGISTERED: {
+    status: 403, title: 'Client not registered',
+    tip: 'The token is valid, but its client has not been registered for this API (or was revoked); ask your account manager to register your client id.',
+  },
+  CLIENT_SUSPENDED: {
+    status: 403, title: 'Client suspended',
+    tip: 'Your client has been suspended by an operator; contact partner support to have it resumed.',
   },
   TEST_MODE_UNAVAILABLE: {
     status: 403, title: 'Test mode unavailable',
@@ -185,10 +205,34 @@ export class ApiError extends Error {
   }
 }
 
-// RFC 6750 3: every 401 carries the Bearer challenge; one place builds them all.
+// RFC 6750 3: every 401 carries the Bearer challenge, and a 403 for a missing scope names the
+// scope; this is the one place that builds them. A request without credentials, or with an
+// API key, gets the bare challenge; a refused access token gets `error="invalid_token"`.
 const CHALLENGE = { 'www-authenticate': 'Bearer' } as const
 
 /** Failures of authentication proper: 401 with the Bearer challenge. */
 export function unauthorized(code: 'MISSING_AUTH_HEADER' | 'INVALID_AUTH_HEADER' | 'INVALID_API_KEY' | 'API_KEY_EXPIRED', detail: string): ApiError {
   return new ApiError(code, detail, { headers: CHALLENGE })
+}
+
+/**
+ * RFC 6750 3 allows only %x20-21 / %x23-5B / %x5D-7E inside `error_description` and `scope`:
+ * anything else (quotes, backslashes, control or non-ASCII characters) becomes a space.
+ */
+function challengeValue(text: string): string {
+  return text.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, ' ')
+}
+
+/** A refused access token (RFC 6750 3.1 `invalid_token`); `detail` says which check failed. */
+export function invalidToken(code: 'INVALID_ACCESS_TOKEN' | 'ACCESS_TOKEN_EXPIRED', detail: string): ApiError {
+  return new ApiError(code, detail, {
+    headers: { 'www-authenticate': `Bearer error="invalid_token", error_description="${challengeValue(detail)}"` },
+  })
+}
+
+/** The credential lacks the scope the route needs (RFC 6750 3.1 `insufficient_scope`). */
+export function insufficientScope(scope: string, credential: 'API key' | 'access token'): ApiError {
+  return new ApiError('INSUFFICIENT_SCOPE', `This ${credential} lacks the scope '${scope}' that this request needs.`, {
+    headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${challengeValue(scope)}"` },
+  })
 }

@@ -42,6 +42,40 @@ export const problemJsonSchema = {
 /** No answer grows with the caller's input (decisions 10): at most this many field errors. */
 export const MAX_FIELD_ERRORS = 20
 
+/** No problem `detail` quotes more than this many characters of what the partner sent. */
+export const MAX_QUOTED_INPUT = 200
+
+/**
+ * What one `detail` may still quote of a partner's input: every quote of it draws on the same
+ * MAX_QUOTED_INPUT characters, and a quote that does not fit is cut with an ellipsis. A
+ * partner sees enough to recognise what it sent; a 15 kB header is not echoed back.
+ */
+export class QuoteBudget {
+  private left = MAX_QUOTED_INPUT
+
+  /** `input`, cut to what is left (an ellipsis marks the cut); '' once the budget is spent. */
+  take(input: string): string {
+    if (input.length <= this.left) {
+      this.left -= input.length
+      return input
+    }
+    let end = this.left
+    // Never half a surrogate pair.
+    if (end > 0 && /[\uD800-\uDBFF]/.test(input.charAt(end - 1))) end -= 1
+    this.left = 0
+    return end === 0 ? '…' : `${input.slice(0, end)}…`
+  }
+
+  get spent(): boolean {
+    return this.left === 0
+  }
+}
+
+/** `input` as one detail may quote it: at most MAX_QUOTED_INPUT characters. */
+export function quoteInput(input: string): string {
+  return new QuoteBudget().take(input)
+}
+
 // Most of a problem body is fixed by its code and the brand's docs URL (type, title, status,
 // moreInfo, code): those parts are escaped once and kept, so a rejection serialises only
 // what differs per request (detail, instance, errors, requestId, timestamp). Rejections are

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { BrandConfig } from '../config.js'
+import type { BrandConfig, IssuerConfig } from '../config.js'
 import { errorCatalog, fieldErrorCodes, kebabCode, type ErrorCode } from '../contract/errors.js'
 import { problemJsonSchema, type ProblemDetails } from '../contract/problem.js'
 import { propertySchema, UTC_MILLIS } from '../contract/property.js'
@@ -7,7 +7,7 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { PLAIN_STRING } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, knownScopes, scopeOf, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -24,6 +24,8 @@ export interface DocumentSource {
   brands: readonly Pick<BrandConfig, 'id' | 'hosts'>[]
   /** The declared routes of the config file (built-in routes are always in). */
   routes: readonly RoutePolicy[]
+  /** The token issuers; the first one's `tokenUrl` is the client-credentials flow's. */
+  oauth?: { readonly issuers: readonly Pick<IssuerConfig, 'tokenUrl'>[] }
 }
 
 const ref = (kind: string, name: string): JsonObject => ({ $ref: `#/components/${kind}/${name}` })
@@ -81,7 +83,45 @@ function problemSchema(): JsonObject {
   }
 }
 
-function components(): JsonObject {
+const ACTIONS: Record<string, string> = { read: 'Read', write: 'Create, change and delete' }
+
+/** Each scope the routes need, with what it opens: its action on its resource, and the operations. */
+export function scopeDescriptions(routes: readonly RoutePolicy[]): Record<string, string> {
+  const operations = new Map<string, string[]>()
+  for (const policy of publicRoutes(routes)) {
+    for (const method of policy.methods) {
+      const scope = scopeOf(policy, method)
+      if (scope !== undefined) operations.set(scope, [...(operations.get(scope) ?? []), `${method} ${policy.path}`])
+    }
+  }
+  return Object.fromEntries(knownScopes(routes).map((scope) => {
+    const [resource = '', action = ''] = scope.split(':')
+    const verb = ACTIONS[action] ?? `${action.charAt(0).toUpperCase()}${action.slice(1)}`
+    return [scope, `${verb} ${resource}: ${(operations.get(scope) ?? []).join(', ')}`]
+  }))
+}
+
+/** The client-credentials flow's token endpoint: the first issuer's, when it names one. */
+function tokenUrlOf(source: DocumentSource): string | undefined {
+  return source.oauth?.issuers[0]?.tokenUrl
+}
+
+function securitySchemes(source: DocumentSource): JsonObject {
+  const tokenUrl = tokenUrlOf(source)
+  return {
+    apiKey: { type: 'http', scheme: 'bearer', description: 'Your API key (`svc_live_…` or `svc_test_…`) as a Bearer token.' },
+    ...(tokenUrl === undefined ? {} : {
+      oauth2: {
+        type: 'oauth2',
+        description: 'An OAuth 2.0 access token from the identity provider (client-credentials grant), sent as `Authorization: Bearer <token>`. '
+          + 'Your client must be registered for this API; the token\'s scopes, within those of your registration, decide what it may do.',
+        flows: { clientCredentials: { tokenUrl, scopes: scopeDescriptions(source.routes) } },
+      },
+    }),
+  }
+}
+
+function components(source: DocumentSource): JsonObject {
   const meta = {
     requestId: { type: 'string', description: 'The same value as the `Service-Request-Id` header' },
     timestamp: { type: 'string', pattern: UTC_MILLIS.source, description: 'UTC, with milliseconds' },
@@ -124,6 +164,12 @@ function components(): JsonObject {
       RateLimitLimit: header('Requests allowed per window for this key.', { type: 'string', pattern: '^[0-9]+$' }),
       RateLimitRemaining: header('Requests left in the current window.', { type: 'string', pattern: '^[0-9]+$' }),
       RateLimitReset: header('Seconds until the window resets.', { type: 'string', pattern: '^[0-9]+$' }),
+      RateLimitPolicy: header('The quota as an RFC 9651 structured field (draft-ietf-httpapi-ratelimit-headers-11): `"default";q=<requests>;w=<window seconds>`.', {
+        type: 'string', pattern: '^"default";q=[0-9]+;w=[0-9]+$',
+      }),
+      RateLimit: header('What is left of the quota as an RFC 9651 structured field (draft-ietf-httpapi-ratelimit-headers-11): `"default";r=<requests left>;t=<seconds to reset>`.', {
+        type: 'string', pattern: '^"default";r=[0-9]+;t=[0-9]+$',
+      }),
     },
     parameters: {
       UserAgent: {
@@ -152,9 +198,7 @@ function components(): JsonObject {
         schema: { type: 'string' },
       },
     },
-    securitySchemes: {
-      apiKey: { type: 'http', scheme: 'bearer', description: 'Your API key (`svc_live_…` or `svc_test_…`) as a Bearer token.' },
-    },
+    securitySchemes: securitySchemes(source),
   }
 }
 
@@ -216,9 +260,22 @@ function headersOf(policy: RoutePolicy, status: number): JsonObject {
     headers['RateLimit-Limit'] = ref('headers', 'RateLimitLimit')
     headers['RateLimit-Remaining'] = ref('headers', 'RateLimitRemaining')
     headers['RateLimit-Reset'] = ref('headers', 'RateLimitReset')
+    headers['RateLimit-Policy'] = ref('headers', 'RateLimitPolicy')
+    headers.RateLimit = ref('headers', 'RateLimit')
   }
   if (status === 429 || status === 503) headers['Retry-After'] = { description: 'Seconds to wait before trying again.', required: true, schema: { type: 'string', pattern: '^[0-9]+$' } }
-  if (status === 401) headers['WWW-Authenticate'] = { description: 'The Bearer challenge (RFC 6750).', required: true, schema: { type: 'string', pattern: '^Bearer' } }
+  if (status === 401) {
+    headers['WWW-Authenticate'] = {
+      description: 'The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token.',
+      required: true, schema: { type: 'string', pattern: '^Bearer' },
+    }
+  }
+  if (status === 403 && policy.auth) {
+    headers['WWW-Authenticate'] = {
+      description: 'With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750).',
+      required: false, schema: { type: 'string', pattern: '^Bearer error="insufficient_scope", scope="[^"]+"$' },
+    }
+  }
   if (status === 405) headers.Allow = { description: 'The methods the path takes.', required: true, schema: { type: 'string' } }
   return headers
 }
@@ -306,10 +363,20 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
   if (policy.scope === 'property') parts.push('Property-scoped: `Service-Property-Id` names the property.')
   if (policy.body !== 'none' && BODY_METHODS.has(method)) parts.push(`Takes a JSON body of at most ${policy.body.maxBytes} bytes.`)
   if (method === 'GET') parts.push('`HEAD` answers as `GET` does, without the body.')
+  const scope = scopeOf(policy, method)
+  if (scope !== undefined) parts.push(`Needs the scope \`${scope}\`: an API key or access token without it is answered 403 \`INSUFFICIENT_SCOPE\`.`)
   return parts.join('\n\n')
 }
 
-function operation(policy: RoutePolicy, method: Method, docsUrl: string): JsonObject {
+/** The operation's scope under both schemes (OpenAPI 3.1 lets a non-OAuth scheme list the scopes it needs too). */
+function securityOf(policy: RoutePolicy, method: Method, source: DocumentSource): Json[] {
+  const scope = scopeOf(policy, method)
+  if (!policy.auth || scope === undefined) return []
+  return [{ apiKey: [scope] }, ...(tokenUrlOf(source) === undefined ? [] : [{ oauth2: [scope] }])]
+}
+
+function operation(policy: RoutePolicy, method: Method, source: DocumentSource): JsonObject {
+  const { docsUrl } = source
   const parameters: Json[] = []
   for (const [name, rule] of Object.entries(policy.pathParams)) parameters.push(pathParameter(name, rule.type))
   for (const [name, rule] of Object.entries(policy.query)) parameters.push(queryParameter(name, rule))
@@ -346,7 +413,7 @@ function operation(policy: RoutePolicy, method: Method, docsUrl: string): JsonOb
     summary: summaryOf(policy, method),
     description: descriptionOf(policy, method),
     tags: [tagOf(policy)],
-    security: policy.auth ? [{ apiKey: [] }] : [],
+    security: securityOf(policy, method, source),
     parameters,
     ...(body !== undefined
       ? { requestBody: { required: false, description: `JSON, at most ${body.maxBytes} bytes; the service checks its fields.`, content: { 'application/json': { schema: {} } } } }
@@ -359,7 +426,7 @@ export function openApiDocument(source: DocumentSource): JsonObject {
   const paths: JsonObject = {}
   for (const policy of publicRoutes(source.routes)) {
     const item: JsonObject = {}
-    for (const method of policy.methods) item[method.toLowerCase()] = operation(policy, method, source.docsUrl)
+    for (const method of policy.methods) item[method.toLowerCase()] = operation(policy, method, source)
     paths[policy.path] = item
   }
   const tags = [...new Set(publicRoutes(source.routes).map(tagOf))].map((name) => ({ name }))
@@ -372,6 +439,12 @@ export function openApiDocument(source: DocumentSource): JsonObject {
         'The partner REST API. Every answer carries `Service-Request-Id`; successes are `application/json` envelopes',
         '(`data`, `meta`), errors are `application/problem+json` (RFC 9457) whose `type` links to the page of its code.',
         '',
+        'Authenticate with `Authorization: Bearer <credential>`: an API key (`svc_live_…`, `svc_test_…`)'
+          + (tokenUrlOf(source) === undefined ? '.' : ', or an OAuth 2.0 access token from the identity provider (client-credentials grant) for a registered client.'),
+        'Each operation needs one scope, named below; a credential without it is answered 403 `INSUFFICIENT_SCOPE`.',
+        'Authenticated answers carry the quota: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, and `RateLimit-Policy` and `RateLimit`',
+        '(draft-ietf-httpapi-ratelimit-headers-11).',
+        '',
         `Error codes: [all of them](errors/index.html).`,
       ].join('\n'),
     },
@@ -379,6 +452,6 @@ export function openApiDocument(source: DocumentSource): JsonObject {
       .map((host) => ({ url: `https://${host}`, description: 'A brand host: the host name selects the brand' })),
     tags,
     paths,
-    components: components(),
+    components: components(source),
   }
 }

@@ -30,7 +30,12 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   INVALID_API_KEY: takesKey,
   API_KEY_EXPIRED: takesKey,
   API_KEY_SUSPENDED: takesKey,
+  INVALID_ACCESS_TOKEN: takesKey,
+  ACCESS_TOKEN_EXPIRED: takesKey,
+  CLIENT_NOT_REGISTERED: takesKey,
+  CLIENT_SUSPENDED: takesKey,
   BRAND_ACCESS_DENIED: takesKey,
+  INSUFFICIENT_SCOPE: takesKey,
   // 5. quota
   RATE_LIMITED: takesKey,
   // 6. input

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID, HEADER_REQUEST_ID } from '../contract/headers.js'
+import type { Tracing } from '../tracing/tracing.js'
 import { traceFromHeaders, type TraceContext } from './trace.js'
 
 // Stage 0 of every request: its id, its trace and the caller's correlation id.
@@ -47,4 +48,20 @@ export function requestContextStage(request: FastifyRequest, reply: FastifyReply
   const correlation = request.headers[HEADER_CORRELATION_ID]
   if (typeof correlation === 'string' && CORRELATION_ID_PATTERN.test(correlation)) request.correlationId = correlation
   done()
+}
+
+function nothing(): void {}
+
+/**
+ * Stage 0, chosen once when the app is built: with tracing, it also starts the request's
+ * server span (ended by the observe stage, pipeline/log.ts); without, it is the stage above
+ * and a request pays nothing for tracing.
+ */
+export function requestContext(tracing: Tracing | undefined) {
+  if (tracing === undefined) return requestContextStage
+  return function tracedRequestContext(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    requestContextStage(request, reply, nothing)
+    tracing.startServerSpan(request)
+    done()
+  }
 }

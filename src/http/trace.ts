@@ -10,6 +10,11 @@ export interface TraceContext {
   parentId: string | undefined
   flags: string
   tracestate: string | undefined
+  /**
+   * The gateway's own span of this request (its server span) when tracing is on: the parent
+   * named in the traceparent of its upstream calls. Without tracing each call gets a new id.
+   */
+  spanId?: string
 }
 
 const HEX = /^[0-9a-f]+$/
@@ -84,9 +89,9 @@ export function traceFromHeaders(traceparent: string | string[] | undefined, tra
   return { ...parsed, tracestate: state === undefined ? undefined : validTracestate(state) }
 }
 
-/** The traceparent for a call we make: same trace, our own new span. */
+/** The traceparent for a call we make: same trace, our own span. */
 export function outgoingTraceparent(trace: TraceContext): string {
-  return `00-${trace.traceId}-${newSpanId()}-${trace.flags}`
+  return `00-${trace.traceId}-${trace.spanId ?? newSpanId()}-${trace.flags}`
 }
 
 /** The trace headers of a call we make (W3C: tracestate goes along with its traceparent). */

@@ -1,25 +1,25 @@
-import { LRUCache } from 'lru-cache'
 import { ApiError, unauthorized } from '../contract/errors.js'
 import { digestKey, keyMode } from './format.js'
-import type { KeyMode, Principal } from './principal.js'
+import type { KeyMode, Principal, Scopes } from './principal.js'
+import { RecordCache, UNKNOWN } from './record-cache.js'
 import type { KeyRecord, KeyStore } from './store.js'
 
 // The hot path of authentication: a key with a bad checksum never reaches Redis; a known
-// key (or a known miss) is answered from this instance's cache; changes published by the
-// key tool evict the cached copy on every instance at once.
+// key (or a known miss) is answered from this instance's cache (record-cache.ts), which the
+// key tool's changes evict on every instance at once.
 //
 // The checksum is public, so keys that pass it are free to invent (decisions 10). Misses are
-// remembered in a small cache of their own: a flood of invented keys costs at most one
-// look-up per key per `ttlMs` and never pushes a partner's key out of the known-key cache.
+// remembered apart from known keys: a flood of invented keys costs at most one look-up per
+// key per `ttlMs` and never pushes a partner's key out of the known-key cache.
 
 export interface VerifyHooks {
-  /** Called just before a key that is in neither cache is looked up in the store; may throw to refuse. */
+  /** Called just before a credential that is in no cache is looked up or checked; may throw to refuse. */
   beforeLookup?: () => void
 }
 
-/** Turns a presented key into its principal, or throws the 401/403/503 ApiError. */
+/** Turns a presented credential into its principal, or throws the 401/403/503 ApiError. */
 export interface KeyVerifier {
-  /** The principal at once when the key's record is at hand; a promise when it must be looked up. */
+  /** The principal at once when the credential's record is at hand; a promise when it must be looked up. */
   verify(key: string, hooks?: VerifyHooks): Principal | Promise<Principal>
 }
 
@@ -40,7 +40,12 @@ export interface AuthenticatorOptions {
   maxUnknown?: number
 }
 
-const DEFAULT_MAX_UNKNOWN = 10_000
+export const DEFAULT_MAX_UNKNOWN = 10_000
+
+/** `"*"` (every scope, also of routes added later) or the listed ones. */
+export function scopesOf(stored: readonly string[] | '*'): Scopes {
+  return stored === '*' ? 'all' : new Set(stored)
+}
 
 function entryOf(record: KeyRecord): CachedKey {
   return {
@@ -54,95 +59,23 @@ function entryOf(record: KeyRecord): CachedKey {
 function principalOf(record: KeyRecord): Principal {
   return {
     keyId: record.id,
+    kind: 'apiKey',
     brand: record.brand,
     mode: record.mode,
     properties: record.properties === '*' ? 'all' : new Set(record.properties.map((p) => p.toLowerCase())),
     rateLimit: record.rateLimit,
+    scopes: scopesOf(record.scopes),
   }
 }
 
 export class KeyAuthenticator implements KeyVerifier {
-  private readonly cache: LRUCache<string, CachedKey>
-  /** Digests the store did not know, with no record: a few bytes each. */
-  private readonly unknown: LRUCache<string, true>
-  private readonly inFlight = new Map<string, Promise<CachedKey | undefined>>()
-  private hits = 0
-  private lookups = 0
+  private readonly records: RecordCache<CachedKey>
 
-  constructor(private readonly store: KeyStore, private readonly options: AuthenticatorOptions) {
-    this.unknown = new LRUCache<string, true>({ max: options.maxUnknown ?? DEFAULT_MAX_UNKNOWN, ttl: options.ttlMs })
-    this.cache = new LRUCache<string, CachedKey>({
-      max: options.maxEntries,
-      ttl: options.ttlMs,
-      // A stale entry stays for `fetch` to fall back on while the store is down.
-      noDeleteOnStaleGet: true,
-      allowStaleOnFetchRejection: true,
-      fetchMethod: async (digest) => {
-        const record = await store.findByDigest(digest)
-        if (record !== null) return entryOf(record)
-        // Not cached here (undefined leaves the known-key cache alone): remembered apart.
-        this.unknown.set(digest, true)
-        return undefined
-      },
-    })
-    store.onChange((digest) => {
-      this.cache.delete(digest)
-      this.unknown.delete(digest)
-    })
-    store.onResync(() => {
-      this.cache.clear()
-      this.unknown.clear()
-    })
-  }
-
-  /**
-   * The record of a key this instance does not hold: looked up outside the known-key cache
-   * (whose in-flight fetches take a slot each, so a burst of invented keys would push known
-   * ones out), one look-up per digest at a time.
-   */
-  private async lookUp(digest: string): Promise<CachedKey | undefined> {
-    let pending = this.inFlight.get(digest)
-    if (pending === undefined) {
-      pending = (async () => {
-        try {
-          const record = await this.store.findByDigest(digest)
-          if (record === null) {
-            this.unknown.set(digest, true)
-            return undefined
-          }
-          const entry = entryOf(record)
-          this.cache.set(digest, entry)
-          return entry
-        } finally {
-          this.inFlight.delete(digest)
-        }
-      })()
-      this.inFlight.set(digest, pending)
-    }
-    try {
-      return await pending
-    } catch (error) {
-      throw new ApiError('SERVICE_UNAVAILABLE', 'API keys cannot be checked right now; retry shortly.', { retryAfter: 1, cause: error })
-    }
-  }
-
-  /** The cached record of `digest`, a fresh one from the store, or undefined when the store has none. */
-  private async load(digest: string): Promise<CachedKey | undefined> {
-    // Not even a stale copy here: nothing to fall back on, so no slot in the known-key cache.
-    if (this.cache.peek(digest, { allowStale: true }) === undefined) return this.lookUp(digest)
-    const status: LRUCache.Status<string, CachedKey> = {}
-    const entry = await this.cache.fetch(digest, { status })
-    const unavailable = (): never => {
-      throw new ApiError('SERVICE_UNAVAILABLE', 'API keys cannot be checked right now; retry shortly.', { retryAfter: 1, cause: status.fetchError })
-    }
-    if (entry === undefined) {
-      if (status.fetchError !== undefined) return unavailable()
-      // lru-cache puts back a stale copy when the store answers nothing; the key is gone.
-      this.cache.delete(digest)
-      return undefined
-    }
-    if (status.returnedStale === true && Date.now() - entry.loadedAt > this.options.ttlMs + this.options.graceMs) return unavailable()
-    return entry
+  constructor(store: KeyStore, options: AuthenticatorOptions) {
+    this.records = new RecordCache<CachedKey>(store, async (digest) => {
+      const record = await store.findByDigest(digest)
+      return record === null ? undefined : entryOf(record)
+    }, { ...options, maxUnknown: options.maxUnknown ?? DEFAULT_MAX_UNKNOWN, unavailableDetail: 'API keys cannot be checked right now; retry shortly.' })
   }
 
   /**
@@ -153,18 +86,11 @@ export class KeyAuthenticator implements KeyVerifier {
     const mode = keyMode(key)
     if (mode === undefined) throw invalidKey()
     const digest = digestKey(key)
-    this.lookups += 1
-    const entry = this.cache.get(digest)
-    if (entry !== undefined) {
-      this.hits += 1
-      return admit(entry, mode)
-    }
-    if (this.unknown.has(digest)) {
-      this.hits += 1
-      throw invalidKey()
-    }
+    const entry = this.records.lookup(digest)
+    if (entry === UNKNOWN) throw invalidKey()
+    if (entry !== undefined) return admit(entry, mode)
     hooks.beforeLookup?.()
-    return this.load(digest).then((loaded) => {
+    return this.records.load(digest).then((loaded) => {
       if (loaded === undefined) throw invalidKey()
       return admit(loaded, mode)
     })
@@ -172,16 +98,16 @@ export class KeyAuthenticator implements KeyVerifier {
 
   /** Known keys cached. */
   get size(): number {
-    return this.cache.size
+    return this.records.size
   }
 
   /** Unknown keys remembered. */
   get unknownSize(): number {
-    return this.unknown.size
+    return this.records.unknownSize
   }
 
   get hitRatio(): number {
-    return this.lookups === 0 ? 0 : Math.round((this.hits / this.lookups) * 1000) / 1000
+    return this.records.hitRatio
   }
 }
 

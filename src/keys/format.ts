@@ -62,6 +62,11 @@ export function digestKey(key: string): string {
   return hash('sha256', key, 'hex')
 }
 
+/** A public id: `prefix` and 17 base62 characters (96 random bits). */
+export function generateId(prefix: string): string {
+  return `${prefix}${base62(BigInt(`0x${randomBytes(12).toString('hex')}`), 17)}`
+}
+
 export function generateKeyId(): string {
-  return `key_${base62(BigInt(`0x${randomBytes(12).toString('hex')}`), 17)}`
+  return generateId('key_')
 }

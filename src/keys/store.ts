@@ -2,26 +2,42 @@ import { Cluster } from 'ioredis'
 import type { RedisClient } from '../redis.js'
 import type { KeyMode } from './principal.js'
 import { digestKey, generateKey, generateKeyId } from './format.js'
+import { GrantExistsError, grantFromHash, grantToHash, newGrantRecord, type GrantRecord, type GrantStatus, type NewGrant } from './grants.js'
 
-// API-key records, stored under the SHA-256 digest of the key, never the key.
+// API-key records, stored under the SHA-256 digest of the key, never the key; and the grants
+// of OAuth 2.0 clients (grants.ts), stored under a digest of their issuer and client id. No
+// token is ever stored.
 //
 // Redis layout (every name starts with the namespace, `gw:` by default):
-//   {ns}key:{digest}     HASH    id, brand, mode, properties ("*" or JSON array), status,
-//                                expiresAt, name, rateLimit ("" when unset), createdAt
+//   {ns}key:{digest}     HASH    id, brand, mode, properties ("*" or JSON array), scopes ("*"
+//                                or JSON array; absent on keys made before scopes: "*"),
+//                                status, expiresAt, name, rateLimit ("" when unset), createdAt
 //   {ns}keyid:{id}       STRING  the digest, to find a record by its public id
 //   {ns}keys             SET     every key id, for `keys list`
-//   {ns}keys:changed     channel a digest, published on suspend, resume and revoke, so every
-//                                gateway drops its cached copy at once
+//   {ns}grant:{digest}   HASH    id, issuer, clientId, brand, mode, properties, scopes, status,
+//                                name, rateLimit, createdAt
+//   {ns}grantid:{id}     STRING  the grant's digest
+//   {ns}grants           SET     every grant id
+//   {ns}keys:changed     channel a digest (of a key or a grant), published on suspend, resume
+//                                and revoke (and on a new grant), so every gateway drops its
+//                                cached copy at once
 //
-// The three keys of one API key live in different hash slots (in a Cluster, on different
-// nodes), so no transaction spans them. Instead the writes come in an order whose every
-// intermediate state is safe: the record, which is what makes a key work, is written last on
-// create and deleted first on revoke. A crash in between leaves at worst an id that points to
-// no record, which reads as "no such key" (and `revoke` removes it).
+// The three keys of one API key (or grant) live in different hash slots (in a Cluster, on
+// different nodes), so no transaction spans them. Instead the writes come in an order whose
+// every intermediate state is safe: the record, which is what makes a key work, is written
+// last on create and deleted first on revoke. A crash in between leaves at worst an id that
+// points to no record, which reads as "no such key" (and `revoke` removes it).
 
 const SET_STATUS_IF_EXISTS = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[1])
+return 1
+`
+
+// One grant per client: the record is written only where none is (one key, one slot).
+const CREATE_IF_ABSENT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HGET', KEYS[1], 'id') or '' end
+redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 `
 
@@ -33,6 +49,8 @@ export interface KeyRecord {
   brand: string
   mode: KeyMode
   properties: string[] | '*'
+  /** What the key may do; `*`: every scope, also those of routes added later. */
+  scopes: string[] | '*'
   status: KeyStatus
   name: string | null
   expiresAt: string | null
@@ -44,6 +62,7 @@ export interface NewKey {
   brand: string
   mode: KeyMode
   properties: string[] | '*'
+  scopes?: string[] | '*'
   name?: string | null
   expiresAt?: string | null
   rateLimit?: number | null
@@ -59,7 +78,16 @@ export interface KeyStore {
   setStatus(id: string, status: KeyStatus): Promise<KeyRecord | null>
   /** False when no key has this id. */
   revoke(id: string): Promise<boolean>
-  /** Calls `listener(digest)` whenever a record changes, on any instance. */
+  /** Registers a client's grant; throws GrantExistsError when the client has one. */
+  createGrant(input: NewGrant): Promise<GrantRecord>
+  findGrant(digest: string): Promise<GrantRecord | null>
+  findGrantById(id: string): Promise<GrantRecord | null>
+  listGrants(brand?: string): Promise<GrantRecord[]>
+  /** Null when no grant has this id. */
+  setGrantStatus(id: string, status: GrantStatus): Promise<GrantRecord | null>
+  /** False when no grant has this id. */
+  revokeGrant(id: string): Promise<boolean>
+  /** Calls `listener(digest)` whenever a record (a key's or a grant's) changes, on any instance. */
   onChange(listener: (digest: string) => void): void
   /** Called when changes may have been missed (a lost subscription). */
   onResync(listener: () => void): void
@@ -76,6 +104,7 @@ function newRecord(input: NewKey): { key: string; record: KeyRecord } {
       brand: input.brand,
       mode: input.mode,
       properties: input.properties,
+      scopes: input.scopes ?? '*',
       status: 'active',
       name: input.name ?? null,
       expiresAt: input.expiresAt ?? null,
@@ -91,6 +120,7 @@ function toHash(record: KeyRecord): Record<string, string> {
     brand: record.brand,
     mode: record.mode,
     properties: record.properties === '*' ? '*' : JSON.stringify(record.properties),
+    scopes: record.scopes === '*' ? '*' : JSON.stringify(record.scopes),
     status: record.status,
     name: record.name ?? '',
     expiresAt: record.expiresAt ?? '',
@@ -107,6 +137,8 @@ function fromHash(digest: string, hash: Record<string, string>): KeyRecord | nul
     brand: hash.brand,
     mode: hash.mode === 'test' ? 'test' : 'live',
     properties: hash.properties === '*' || hash.properties === undefined ? '*' : JSON.parse(hash.properties) as string[],
+    // Keys made before scopes existed have none stored: they keep every scope.
+    scopes: hash.scopes === '*' || hash.scopes === undefined ? '*' : JSON.parse(hash.scopes) as string[],
     status: hash.status === 'suspended' ? 'suspended' : 'active',
     name: hash.name === '' || hash.name === undefined ? null : hash.name,
     expiresAt: hash.expiresAt === '' || hash.expiresAt === undefined ? null : hash.expiresAt,
@@ -196,6 +228,69 @@ export class RedisKeyStore implements KeyStore {
     return `${this.namespace}keys`
   }
 
+  private grantKey(digest: string): string {
+    return `${this.namespace}grant:${digest}`
+  }
+
+  private grantIdKey(id: string): string {
+    return `${this.namespace}grantid:${id}`
+  }
+
+  private get grantListKey(): string {
+    return `${this.namespace}grants`
+  }
+
+  async createGrant(input: NewGrant): Promise<GrantRecord> {
+    const record = newGrantRecord(input)
+    await this.redis.sadd(this.grantListKey, record.id)
+    await this.redis.set(this.grantIdKey(record.id), record.digest)
+    const created = await this.redis.eval(CREATE_IF_ABSENT, 1, this.grantKey(record.digest), ...Object.entries(grantToHash(record)).flat()) as number | string
+    if (created !== 1) {
+      await this.redis.del(this.grantIdKey(record.id))
+      await this.redis.srem(this.grantListKey, record.id)
+      throw new GrantExistsError(created === '' ? null : String(created))
+    }
+    // An instance that answered this client "not registered" remembers the miss: it forgets it now.
+    await this.redis.publish(this.channel, record.digest)
+    return record
+  }
+
+  async findGrant(digest: string): Promise<GrantRecord | null> {
+    return grantFromHash(digest, await this.redis.hgetall(this.grantKey(digest)))
+  }
+
+  async findGrantById(id: string): Promise<GrantRecord | null> {
+    const digest = await this.redis.get(this.grantIdKey(id))
+    return digest === null ? null : this.findGrant(digest)
+  }
+
+  async listGrants(brand?: string): Promise<GrantRecord[]> {
+    const ids = await this.redis.smembers(this.grantListKey)
+    const records = await Promise.all(ids.map((id) => this.findGrantById(id)))
+    return records
+      .filter((r): r is GrantRecord => r !== null && (brand === undefined || r.brand === brand))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+  }
+
+  async setGrantStatus(id: string, status: GrantStatus): Promise<GrantRecord | null> {
+    const record = await this.findGrantById(id)
+    if (record === null) return null
+    const updated = await this.redis.eval(SET_STATUS_IF_EXISTS, 1, this.grantKey(record.digest), status)
+    if (updated === 0) return null
+    await this.redis.publish(this.channel, record.digest)
+    return { ...record, status }
+  }
+
+  async revokeGrant(id: string): Promise<boolean> {
+    const digest = await this.redis.get(this.grantIdKey(id))
+    if (digest === null) return false
+    const deleted = await this.redis.del(this.grantKey(digest))
+    await this.redis.publish(this.channel, digest)
+    await this.redis.del(this.grantIdKey(id))
+    await this.redis.srem(this.grantListKey, id)
+    return deleted === 1
+  }
+
   onChange(listener: (digest: string) => void): void {
     this.listeners.push(listener)
     this.subscribe()
@@ -275,10 +370,54 @@ export class RedisKeyStore implements KeyStore {
   }
 }
 
-/** Keys in this process only: the demo's store when no Redis answers. */
+/** Keys and grants in this process only: the demo's store when no Redis answers. */
 export class MemoryKeyStore implements KeyStore {
   private readonly byDigest = new Map<string, KeyRecord>()
+  private readonly grants = new Map<string, GrantRecord>()
   private readonly listeners: ((digest: string) => void)[] = []
+
+  private changed(digest: string): void {
+    for (const listener of this.listeners) listener(digest)
+  }
+
+  async createGrant(input: NewGrant): Promise<GrantRecord> {
+    const record = newGrantRecord(input)
+    const existing = this.grants.get(record.digest)
+    if (existing !== undefined) throw new GrantExistsError(existing.id)
+    this.grants.set(record.digest, record)
+    this.changed(record.digest)
+    return record
+  }
+
+  async findGrant(digest: string): Promise<GrantRecord | null> {
+    return this.grants.get(digest) ?? null
+  }
+
+  async findGrantById(id: string): Promise<GrantRecord | null> {
+    for (const record of this.grants.values()) if (record.id === id) return record
+    return null
+  }
+
+  async listGrants(brand?: string): Promise<GrantRecord[]> {
+    return [...this.grants.values()].filter((r) => brand === undefined || r.brand === brand)
+  }
+
+  async setGrantStatus(id: string, status: GrantStatus): Promise<GrantRecord | null> {
+    const record = await this.findGrantById(id)
+    if (record === null) return null
+    const updated = { ...record, status }
+    this.grants.set(record.digest, updated)
+    this.changed(record.digest)
+    return updated
+  }
+
+  async revokeGrant(id: string): Promise<boolean> {
+    const record = await this.findGrantById(id)
+    if (record === null) return false
+    this.grants.delete(record.digest)
+    this.changed(record.digest)
+    return true
+  }
 
   async create(input: NewKey): Promise<{ key: string; record: KeyRecord }> {
     const created = newRecord(input)

@@ -1,11 +1,13 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError, unauthorized } from '../contract/errors.js'
+import { quoteInput } from '../contract/problem.js'
 import type { Brand } from '../http/brands.js'
 import type { KeyVerifier } from '../keys/authenticator.js'
 import type { Principal } from '../keys/principal.js'
 import type { AuthFailureLimiter } from './abuse.js'
 
-// Step 4 of decisions 1: who is calling, and may they call this brand's host?
+// Step 4 of the order of checks (README, "Order of checks"): who is calling (an API key or an
+// access token), and may they call this brand's host? The scope check (pipeline/scope.ts) follows.
 
 // RFC 6750 2.1: the scheme is case-insensitive; b64token characters only after one space.
 const BEARER = /^bearer ([A-Za-z0-9\-._~+/]+=*)$/i
@@ -23,7 +25,8 @@ export function authenticationStage(verifier: KeyVerifier, failures?: AuthFailur
     request.principal = principal
     const brand = request.brand as Brand
     if (principal.brand !== brand.id) {
-      throw new ApiError('BRAND_ACCESS_DENIED', `This API key belongs to another brand; it cannot be used at host '${request.hostname}'.`)
+      const credential = principal.kind === 'apiKey' ? 'This API key belongs to' : 'The client of this access token is registered for'
+      throw new ApiError('BRAND_ACCESS_DENIED', `${credential} another brand; it cannot be used at host '${quoteInput(request.hostname)}'.`)
     }
   }
   return function authenticate(request: FastifyRequest): void | Promise<void> {

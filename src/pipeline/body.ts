@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
+import { quoteInput } from '../contract/problem.js'
 import { BODY_METHODS, DEFAULT_BODY_BYTES, type RoutePolicy } from '../routes/policy.js'
 
 // Step 3 (end) of decisions 1 and routes.md: whether the request may carry a body, judged
@@ -15,6 +16,8 @@ function unexpected(): ApiError {
 }
 
 const JSON_MEDIA_TYPE = 'application/json'
+/** application/json with no parameter or `charset=utf-8` (any case, quoted or not): the only body a service receives. */
+const UTF8_JSON = /^application\/json[ \t]*(?:;[ \t]*charset[ \t]*=[ \t]*(?:utf-8|"utf-8")[ \t]*)?$/i
 
 /** Step 3 (end) for a route: what its body methods may send, and nothing on the others. */
 export function bodyStage(policy: RoutePolicy) {
@@ -27,7 +30,11 @@ export function bodyStage(policy: RoutePolicy) {
     const type = request.headers['content-type']
     const media = (type ?? '').split(';')[0]?.trim().toLowerCase()
     if (media !== JSON_MEDIA_TYPE) {
-      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE}; the Content-Type was ${type === undefined ? 'missing' : `'${type}'`}.`)
+      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE}; the Content-Type was ${type === undefined ? 'missing' : `'${quoteInput(type)}'`}.`)
+    }
+    // Another charset (utf-7, latin1) or parameter would reach the service as the partner wrote it.
+    if (!UTF8_JSON.test(type as string)) {
+      throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE} in UTF-8, with no parameter but charset=utf-8; the Content-Type was '${quoteInput(type as string)}'.`)
     }
     if (!chunked && Number(length) > limit) {
       // Reading on would mean taking in what we refuse; close the connection instead.

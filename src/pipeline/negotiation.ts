@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
+import { quoteInput } from '../contract/problem.js'
 
 // Step 2 of decisions 1: does the Accept header admit application/json?
 // RFC 9110 12.5.1: the most specific media range that matches decides the q-value;
@@ -66,5 +67,5 @@ export function acceptsJson(accept: string | undefined): boolean {
 
 export function negotiationStage(request: FastifyRequest): void {
   if (acceptsJson(request.headers.accept)) return
-  throw new ApiError('NOT_ACCEPTABLE', `This API produces application/json only; the Accept header '${request.headers.accept ?? ''}' does not admit it.`)
+  throw new ApiError('NOT_ACCEPTABLE', `This API produces application/json only; the Accept header '${quoteInput(request.headers.accept ?? '')}' does not admit it.`)
 }

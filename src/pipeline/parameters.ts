@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
-import { MAX_FIELD_ERRORS } from '../contract/problem.js'
+import { MAX_FIELD_ERRORS, QuoteBudget, quoteInput } from '../contract/problem.js'
 import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/policy.js'
 
 // Step 6 of decisions 1, with the rules of decisions 3 for every route's own allow-list:
@@ -10,6 +10,14 @@ import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/
 const DIGITS = /^[0-9]+$/
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
 export const PLAIN_STRING = /^[A-Za-z0-9._~-]{1,128}$/
+/** `.`, `..`, `...`: a path segment a service's URL parser would resolve or that means nothing. */
+const DOTS_ONLY = /^\.+$/
+/**
+ * Control characters (Unicode Cc, after percent-decoding) and lone surrogates: nothing a
+ * service should find in a text value. A CR LF or a NUL in it is an injection.
+ */
+// eslint-disable-next-line no-control-regex -- control characters are what it finds
+const UNFIT_TEXT = /[\u0000-\u001f\u007f-\u009f]|\p{Cs}/u
 
 export type QueryValue = number | string | boolean | readonly string[]
 
@@ -31,10 +39,18 @@ function unknownParameter(name: string, known: string[]): FieldError {
   }
 }
 
-/** `'a', 'b'`, naming at most as many as a problem lists field errors (decisions 10). */
-function namesOf(errors: FieldError[]): string {
-  const named = errors.slice(0, MAX_FIELD_ERRORS).map((e) => `'${e.field}'`).join(', ')
-  return errors.length > MAX_FIELD_ERRORS ? `${named} and ${errors.length - MAX_FIELD_ERRORS} more` : named
+/**
+ * `'a', 'b'`, naming at most as many as a problem lists field errors, and no more of the names
+ * than `budget` allows (they may be the partner's own; README, "The public port under attack").
+ */
+function namesOf(errors: FieldError[], budget: QuoteBudget): string {
+  const named: string[] = []
+  for (const error of errors.slice(0, MAX_FIELD_ERRORS)) {
+    if (budget.spent) break
+    named.push(`'${budget.take(error.field)}'`)
+  }
+  const more = errors.length - named.length
+  return more > 0 ? `${named.join(', ')} and ${more} more` : named.join(', ')
 }
 
 function quoted(values: readonly string[]): string {
@@ -54,6 +70,7 @@ function checkValue(name: string, value: unknown, rule: QueryRule): FieldError |
     }
     case 'string':
       if (text.length === 0 || text.length > rule.maxLength) return { field: name, code: 'INVALID_FORMAT', detail: `Must be 1 to ${rule.maxLength} characters.` }
+      if (UNFIT_TEXT.test(text)) return { field: name, code: 'INVALID_FORMAT', detail: 'Must not contain control characters.' }
       return text
     case 'enum':
       if (!rule.values.includes(text)) return { field: name, code: 'INVALID_ENUM_VALUE', detail: `Must be one of ${quoted(rule.values)}.` }
@@ -64,7 +81,7 @@ function checkValue(name: string, value: unknown, rule: QueryRule): FieldError |
         return { field: name, code: 'INVALID_FORMAT', detail: `Give a comma-separated list of ${quoted(rule.values)}, each at most once.` }
       }
       const unknown = items.find((item) => !rule.values.includes(item))
-      if (unknown !== undefined) return { field: name, code: 'INVALID_ENUM_VALUE', detail: `'${unknown}' is not one of ${quoted(rule.values)}.` }
+      if (unknown !== undefined) return { field: name, code: 'INVALID_ENUM_VALUE', detail: `'${quoteInput(unknown)}' is not one of ${quoted(rule.values)}.` }
       return items
     }
     case 'boolean':
@@ -79,9 +96,15 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
   const unknown = names.filter((name) => !Object.hasOwn(spec, name))
   if (unknown.length > 0) {
     const errors = unknown.map((name) => unknownParameter(name, known))
-    const hints = errors.slice(0, MAX_FIELD_ERRORS).filter((e) => e.detail.startsWith('Did you mean')).map((e) => `'${e.field}': ${e.detail}`)
+    const budget = new QuoteBudget()
+    const named = namesOf(errors, budget)
+    const hints: string[] = []
+    for (const e of errors.slice(0, MAX_FIELD_ERRORS)) {
+      if (budget.spent) break
+      if (e.detail.startsWith('Did you mean')) hints.push(`'${budget.take(e.field)}': ${e.detail}`)
+    }
     throw new ApiError('UNKNOWN_QUERY_PARAMETER',
-      `Unknown query parameter${unknown.length > 1 ? 's' : ''} ${namesOf(errors)}.${hints.length > 0 ? ` ${hints.join(' ')}` : ''}`,
+      `Unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}.${hints.length > 0 ? ` ${hints.join(' ')}` : ''}`,
       { errors })
   }
   const parsed: ParsedQuery = {}
@@ -98,7 +121,7 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
     else parsed[name] = result as QueryValue
   }
   if (errors.length > 0) {
-    throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${namesOf(errors)}.`, { errors })
+    throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${namesOf(errors, new QuoteBudget())}.`, { errors })
   }
   return parsed
 }
@@ -110,10 +133,18 @@ function paramProblem(name: string, rule: PathParamRule, value: string): ApiErro
       errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must be a UUID such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10.' }],
     })
   }
-  if (PLAIN_STRING.test(value)) return undefined
-  return new ApiError('INVALID_PATH_PARAMETER', `'${name}' is not a valid identifier.`, {
-    errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -.' }],
-  })
+  if (!PLAIN_STRING.test(value)) {
+    return new ApiError('INVALID_PATH_PARAMETER', `'${name}' is not a valid identifier.`, {
+      errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must be 1 to 128 characters of A-Z a-z 0-9 . _ ~ -.' }],
+    })
+  }
+  // However it was encoded (`%2e`), a dot segment would move the service's path.
+  if (DOTS_ONLY.test(value)) {
+    return new ApiError('INVALID_PATH_PARAMETER', `'${name}' is not a valid identifier.`, {
+      errors: [{ field: name, code: 'INVALID_FORMAT', detail: 'Must not be made of dots only.' }],
+    })
+  }
+  return undefined
 }
 
 /** Step 6 for a route, with its query and path rules. */

@@ -3,20 +3,38 @@ import { ApiError } from '../contract/errors.js'
 import type { Principal } from '../keys/principal.js'
 import type { RateLimiter, Verdict } from '../ratelimit/limiter.js'
 
-// Step 5 of decisions 1: the key's quota. Every authenticated answer under the quota carries
-// RateLimit-Limit, -Remaining and -Reset (draft-ietf-httpapi-ratelimit-headers); over it,
-// 429 RATE_LIMITED with Retry-After. When Redis cannot answer, the request goes through
-// without the headers (fail open, counted and logged by the limiter).
+// Step 5 of the order of checks (README, "Rate limits"): the credential's quota (an API key's,
+// or a token client's grant's). Every authenticated answer under the quota carries the
+// contract's RateLimit-Limit, -Remaining and -Reset, and beside them the two fields of
+// draft-ietf-httpapi-ratelimit-headers-11 as RFC 9651 structured fields: `RateLimit-Policy: "default";q=<quota>;w=<window seconds>`
+// and `RateLimit: "default";r=<left>;t=<seconds to reset>`. Over it, 429 RATE_LIMITED with
+// Retry-After. When Redis cannot answer, the request goes through without the headers (fail
+// open, counted and logged by the limiter).
 
 export function rateLimitStage(limiter: RateLimiter, defaultLimit: number, windowSeconds: number) {
+  // One policy string per quota in use (a handful), not one per request.
+  const policies = new Map<number, string>()
+  const policyOf = (limit: number): string => {
+    let policy = policies.get(limit)
+    if (policy === undefined) {
+      policy = `"default";q=${limit};w=${windowSeconds}`
+      if (policies.size < 1000) policies.set(limit, policy)
+    }
+    return policy
+  }
   const answer = (reply: FastifyReply, limit: number, verdict: Verdict | undefined): void => {
     if (verdict === undefined) return
+    const remaining = String(verdict.remaining)
+    const reset = String(verdict.resetSeconds)
     reply.header('ratelimit-limit', String(limit))
-    reply.header('ratelimit-remaining', String(verdict.remaining))
-    reply.header('ratelimit-reset', String(verdict.resetSeconds))
+    reply.header('ratelimit-remaining', remaining)
+    reply.header('ratelimit-reset', reset)
+    reply.header('ratelimit-policy', policyOf(limit))
+    reply.header('ratelimit', `"default";r=${remaining};t=${reset}`)
     if (!verdict.allowed) {
+      const credential = (reply.request.principal as Principal).kind === 'apiKey' ? 'This API key' : 'The client of this access token'
       throw new ApiError('RATE_LIMITED',
-        `This API key may make ${limit} requests per ${windowSeconds} seconds; the quota resets in ${verdict.resetSeconds} seconds.`,
+        `${credential} may make ${limit} requests per ${windowSeconds} seconds; the quota resets in ${verdict.resetSeconds} seconds.`,
         { retryAfter: verdict.resetSeconds })
     }
   }

@@ -1,12 +1,12 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
-import { pathOf } from '../contract/problem.js'
+import { pathOf, quoteInput } from '../contract/problem.js'
 import { MAX_URL_LENGTH } from '../http/limits.js'
 import type { RouteIndex } from '../http/route-index.js'
 
 // Step 1 of decisions 1: the route. Unknown host or path 404, trailing slash and wrong
-// case 400, other method 405 with Allow, oversize target 414.
-
+// case 400, other method 405 with Allow, oversize target 414. A detail quotes the path or
+// host the partner sent, cut to a bounded length.
 
 function checkUrlLength(request: FastifyRequest): void {
   if (request.url.length > MAX_URL_LENGTH) {
@@ -19,7 +19,7 @@ function resolveBrand(request: FastifyRequest): void {
 }
 
 function hostNotServed(request: FastifyRequest): ApiError {
-  return new ApiError('ROUTE_NOT_FOUND', `No API is served at host '${request.hostname}'.`)
+  return new ApiError('ROUTE_NOT_FOUND', `No API is served at host '${quoteInput(request.hostname)}'.`)
 }
 
 function hasEmptyParameter(params: unknown): boolean {
@@ -31,17 +31,18 @@ function hasEmptyParameter(params: unknown): boolean {
 function explainMiss(request: FastifyRequest, index: RouteIndex): ApiError {
   const path = pathOf(request.url)
   const diagnosis = index.diagnose(request.method, path)
-  if (diagnosis === undefined) return new ApiError('ROUTE_NOT_FOUND', `There is no endpoint at ${path}.`)
+  if (diagnosis === undefined) return new ApiError('ROUTE_NOT_FOUND', `There is no endpoint at ${quoteInput(path)}.`)
   if (diagnosis.brandScoped && request.brand === null) return hostNotServed(request)
   switch (diagnosis.kind) {
     case 'methodNotAllowed':
-      return new ApiError('METHOD_NOT_ALLOWED', `${path} does not support ${request.method}; it supports ${diagnosis.allow}.`, {
+      return new ApiError('METHOD_NOT_ALLOWED', `${quoteInput(path)} does not support ${request.method}; it supports ${diagnosis.allow}.`, {
         headers: { allow: diagnosis.allow },
       })
     case 'trailingSlash':
-      return new ApiError('TRAILING_SLASH_NOT_ALLOWED', `Remove the trailing slash: request ${path.slice(0, -1)}.`)
+      return new ApiError('TRAILING_SLASH_NOT_ALLOWED', `Remove the trailing slash: request ${quoteInput(path.slice(0, -1))}.`)
     case 'caseMismatch':
-      return new ApiError('PATH_CASE_MISMATCH', `Paths are case-sensitive: request ${diagnosis.path}.`)
+      // The right path carries the partner's own parameter values.
+      return new ApiError('PATH_CASE_MISMATCH', `Paths are case-sensitive: request ${quoteInput(diagnosis.path)}.`)
   }
 }
 

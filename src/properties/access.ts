@@ -34,6 +34,6 @@ export async function accessibleProperty(source: PropertySource, id: string, req
   const record = await source.get(id, sourceContext(request))
   // Another brand's property does not exist as far as this host is concerned.
   if (record === undefined || record.chainCode !== brand.chainCode) throw notFound(id)
-  if (!mayUse) throw new ApiError('PROPERTY_ACCESS_DENIED', `Your API key is not authorised for property '${id}'.`)
+  if (!mayUse) throw new ApiError('PROPERTY_ACCESS_DENIED', `Your ${principal.kind === 'apiKey' ? 'API key' : 'client'} is not authorised for property '${id}'.`)
   return record.property
 }

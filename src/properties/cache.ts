@@ -4,6 +4,11 @@ import { LRUCache } from 'lru-cache'
 // key share one load, keeps entries fresh for `ttlMs`, and, when a refresh fails, hands back
 // the stale copy; this class bounds that staleness to `staleIfErrorMs` (lru-cache has no
 // maximum age of its own).
+//
+// A failed load rejects every request that shared it, but lru-cache hands the error (and the
+// "stale" verdict) only to the request that started the load: the others find neither in
+// their status. So the error is kept beside the cache until the key loads again, and a stale
+// copy is told by its age, not by the status.
 
 export type CacheResult = 'hit' | 'miss' | 'stale'
 
@@ -24,18 +29,31 @@ export interface ReadCacheOptions {
 
 export class ReadCache {
   private readonly cache: LRUCache<string, Entry, Loader> | undefined
+  /** The last failed load of each key, for every request that shared it. */
+  private readonly failures: LRUCache<string, { error: unknown }> | undefined
   private hits = 0
   private reads = 0
 
   constructor(private readonly options: ReadCacheOptions) {
     if (options.ttlMs === 0) return
+    const failures = new LRUCache<string, { error: unknown }>({ max: options.maxEntries })
+    this.failures = failures
     this.cache = new LRUCache<string, Entry, Loader>({
       max: options.maxEntries,
       ttl: options.ttlMs,
       // Keep stale entries (no ttlAutopurge, no delete on a stale get) for stale-if-error.
       noDeleteOnStaleGet: true,
       allowStaleOnFetchRejection: true,
-      fetchMethod: async (_key, _stale, { context }) => ({ value: await context(), loadedAt: Date.now() }),
+      fetchMethod: async (key, _stale, { context }) => {
+        try {
+          const value = await context()
+          failures.delete(key)
+          return { value, loadedAt: Date.now() }
+        } catch (error) {
+          failures.set(key, { error })
+          throw error
+        }
+      },
     })
   }
 
@@ -44,9 +62,11 @@ export class ReadCache {
     const status: LRUCache.Status<string, Entry, Loader> = {}
     const entry = await this.cache.fetch(key, { context: load, status })
     let result: CacheResult = status.fetch === 'hit' ? 'hit' : 'miss'
-    if (entry === undefined) throw status.fetchError ?? new Error(`cache load of ${key} failed`)
-    if (status.returnedStale === true) {
-      if (Date.now() - entry.loadedAt > this.options.ttlMs + this.options.staleIfErrorMs) throw status.fetchError
+    const failure = (): unknown => status.fetchError ?? this.failures?.get(key)?.error ?? new Error(`cache load of ${key} failed`)
+    if (entry === undefined) throw failure()
+    const age = Date.now() - entry.loadedAt
+    if (status.returnedStale === true || (result === 'miss' && age > this.options.ttlMs)) {
+      if (age > this.options.ttlMs + this.options.staleIfErrorMs) throw failure()
       result = 'stale'
     }
     this.record(result)

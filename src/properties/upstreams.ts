@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici'
 import type { Config, UpstreamTarget } from '../config.js'
 import type { UpstreamOutcome } from '../upstream/errors.js'
+import type { Interceptor } from '../upstream/interceptors.js'
 import { PmsClient } from '../upstream/pms-client.js'
 import { Upstream } from '../upstream/upstream.js'
 import { ReadCache, type CacheResult } from './cache.js'
@@ -14,6 +15,8 @@ export interface UpstreamHooks {
   dispatcher?: Dispatcher
   onCall?: (upstream: string, outcome: UpstreamOutcome, seconds: number) => void
   onCache?: (cache: string, result: CacheResult) => void
+  /** With tracing on: the interceptor that makes a client span of each call to the named upstream. */
+  clientSpans?: (upstream: string) => Interceptor
 }
 
 export interface NamedPms extends PmsUpstream {
@@ -31,7 +34,7 @@ export interface PmsSet {
 function build(name: NamedPms['name'], target: UpstreamTarget, config: Config, hooks: UpstreamHooks): NamedPms {
   const cacheName = name === 'pms' ? 'properties' : 'propertiesSandbox'
   const upstream = new Upstream({
-    name, url: target.url, ...config.upstream, breaker: config.breaker, buffered: true,
+    name, url: target.url, ...config.upstream, breaker: config.breaker, buffered: true, clientSpans: hooks.clientSpans?.(name),
     ...(hooks.dispatcher === undefined ? {} : { dispatcher: hooks.dispatcher }),
   })
   return {

@@ -4,21 +4,35 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
 import { ApiError } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID } from '../contract/headers.js'
+import { closedForWriteIdle, expectsContinue } from '../http/client-errors.js'
+import { MAX_HEAD_BYTES } from '../http/limits.js'
 import { callerOf } from '../http/request-state.js'
-import { outgoingTraceHeaders } from '../http/trace.js'
-import { routerPath, type RoutePolicy } from '../routes/policy.js'
+import type { Principal } from '../keys/principal.js'
+import { BODY_METHODS, knownScopes, routerPath, type RoutePolicy } from '../routes/policy.js'
 import { UpstreamError, type UpstreamOutcome } from '../upstream/errors.js'
+import { errorCode, UPSTREAM_CALL_DEADLINE } from '../upstream/interceptors.js'
 import type { Upstream } from '../upstream/upstream.js'
-import { forwardableHeaders, LocationMap, PASSED_RESPONSE_HEADERS } from './headers.js'
+import { headSize, LocationMap, mapLinks, PASSED_RESPONSE_HEADERS, ScopesHeader, serviceRequestHeaders, type ServiceCall } from './headers.js'
 import type { Services, ServiceTarget } from './services.js'
+import { fillPath, queryOf } from './target.js'
 
 // Declared routes (routes.md): each is forwarded with @fastify/http-proxy to its service once
 // the pipeline's checks have passed (app.ts attaches them from the route's policy). Every
 // answer of the service is judged here before a byte reaches the partner: what may pass is
 // streamed as it comes; every failure becomes problem+json that quotes nothing of it.
 
+/**
+ * Why a streamed answer ended before its end: the whole-call deadline, the partner taking no
+ * bytes (the server's write-idle bound), the partner closing its connection, or the service
+ * failing mid-answer.
+ */
+export type CutReason = 'response_timeout' | 'write_idle' | 'partner_closed' | 'upstream_error'
+
 export interface ProxyHooks {
   onCall?: (upstream: string, outcome: UpstreamOutcome, seconds: number) => void
+  onCut?: (upstream: string, reason: CutReason) => void
+  /** Writes the request's log line and metrics, which Fastify does only for an answer that finished. */
+  onUnfinished?: (request: FastifyRequest, reply: FastifyReply) => void
 }
 
 interface ProxyResponse {
@@ -38,9 +52,47 @@ function isProblem(type: unknown): boolean {
   return typeof type === 'string' && PROBLEM_TYPE.test(type)
 }
 
-/** Fills `{name}` placeholders of the upstream path, URL-encoded (routes.md). */
-function fillPath(template: string, values: Record<string, string>): string {
-  return template.replace(/\{([A-Za-z][A-Za-z0-9]*)\}/g, (_m, name: string) => encodeURIComponent(values[name] ?? ''))
+function isIdentity(encoding: string | string[]): boolean {
+  return typeof encoding === 'string' && /^\s*(identity)?\s*$/i.test(encoding)
+}
+
+/**
+ * Whether an answer's type may be passed on: a 2xx but 204 is JSON, and a body announced empty
+ * is no JSON document either (a partner parses it as the contract's envelope; a HEAD answer
+ * announces the length of GET's); a 3xx is JSON or has no body; a 4xx is a problem.
+ */
+function typeFits(status: number, type: string | string[] | undefined, length: string | string[] | undefined, method: string): boolean {
+  if (status < 300) return status === 204 || (isJson(type) && (length !== '0' || method === 'HEAD'))
+  if (status < 400) return status === 304 || length === '0' || method === 'HEAD' || isJson(type)
+  return isProblem(type)
+}
+
+/** What the service receives as a body's type, whatever charset spelling the partner used. */
+const JSON_MEDIA_TYPE = 'application/json'
+
+/**
+ * The partner's body must be UTF-8 (RFC 8259 8.1). The byte order mark is kept, so a body that
+ * starts with one is no JSON document, as the service's parser would find.
+ */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/**
+ * reply-from builds a call's URL as `source` resolved against `getUpstream`, and refuses any
+ * source that holds `/..` or `../` once decoded: a legitimate parameter `..b` would trip it.
+ * So reply-from's `getUpstream` gives the origin and the whole path the gateway built (the
+ * proxy plugin's own, asked before the handler runs, gives the origin alone), and `source` is the
+ * path's last segment, which resolves to that same path. The last segment is a parameter
+ * (never dots only, no `/` or `:`) or the operator's text, so a partner's input cannot trip
+ * the check. A segment with a colon is written `./seg`, or it would read as a scheme (RFC 3986
+ * 4.2). The query never goes through `source`: reply-from asks `queryString` for it.
+ */
+function sourceOf(path: string): string {
+  const last = path.slice(path.lastIndexOf('/') + 1)
+  return last === '' || last.includes(':') ? `./${last}` : last
+}
+
+function builtQuery(_search: string, _url: string, request: FastifyRequest): string {
+  return (request.upstreamQuery as string).slice(1)
 }
 
 function unavailable(upstream: Upstream, error: UpstreamError): ApiError {
@@ -54,7 +106,46 @@ function internal(cause: unknown): ApiError {
   return new ApiError('INTERNAL_ERROR', 'An unexpected error occurred; it has been logged.', { cause })
 }
 
+/** A call that failed without an answer, as the partner is told of it. */
+function refusal(upstream: Upstream, failure: UpstreamError, principal: Principal): ApiError {
+  switch (failure.kind) {
+    case 'share-full': {
+      const credential = principal.kind === 'apiKey' ? 'This API key' : 'The client of this access token'
+      return new ApiError('RATE_LIMITED', `${credential} has as many calls in flight to this service as it may (a concurrency bound, apart from the quota); retry in 1 second.`, {
+        retryAfter: 1, cause: failure,
+      })
+    }
+    case 'unavailable':
+      return unavailable(upstream, failure)
+    default:
+      return internal(failure)
+  }
+}
+
+function cutReason(stream: Readable, raw: FastifyReply['raw']): CutReason {
+  const code = errorCode(stream.errored)
+  if (code === UPSTREAM_CALL_DEADLINE) return 'response_timeout'
+  if (closedForWriteIdle(raw.socket)) return 'write_idle'
+  // The partner going away destroys the stream, which undici reports as aborted.
+  return stream.errored === null || code === 'UND_ERR_ABORTED' ? 'partner_closed' : 'upstream_error'
+}
+
+/**
+ * A partner that sent `Expect: 100-continue` waits for the 100 before it sends its body: it
+ * gets it once the checks before the body have passed, so a refused request costs no upload.
+ */
+function continueToBody(request: FastifyRequest, reply: FastifyReply, payload: Readable, done: (error: null, payload: Readable) => void): void {
+  if (!reply.raw.headersSent && announcesBody(request) && expectsContinue(request.raw)) reply.raw.writeContinue()
+  done(null, payload)
+}
+
+function announcesBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length']
+  return BODY_METHODS.has(request.method) && (request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))
+}
+
 export function declaredRoutes(policies: readonly RoutePolicy[], services: Services, hooks: ProxyHooks = {}) {
+  const scopesHeader = new ScopesHeader(knownScopes(policies))
   return async function routes(app: FastifyInstance): Promise<void> {
     for (const policy of policies) {
       const forward = policy.forward
@@ -62,7 +153,7 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
       const service = services.get(forward.upstream)
       const origins = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])].map((t) => new URL(t.upstream.url).origin)
       const locations = new LocationMap(policies.filter((p) => p.forward?.upstream === forward.upstream), origins)
-      const tokenHeader = service.settings.tokenHeader
+      const call: ServiceCall = { tokenHeader: service.settings.tokenHeader, propertyScoped: policy.scope === 'property', scopes: scopesHeader }
       const uuidParams = Object.entries(policy.pathParams).filter(([, rule]) => rule.type === 'uuid').map(([name]) => name)
 
       const targetOf = (request: FastifyRequest): ServiceTarget => {
@@ -71,6 +162,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         if (target === undefined) throw new Error(`no ${callerOf(request).principal.mode} target for ${forward.upstream}`)
         return target
       }
+
+      const serviceUrl = (request: FastifyRequest): string => `${targetOf(request).origin}${request.upstreamPath as string}`
 
       const observe = (request: FastifyRequest, target: ServiceTarget, outcome: UpstreamOutcome, status: number | null): void => {
         const seconds = (performance.now() - (request.upstreamStartedAt ?? performance.now())) / 1000
@@ -84,7 +177,7 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         const target = targetOf(request)
         const { statusCode: status, headers } = res
         const type = headers['content-type']
-        const noBody = status === 204 || status === 304 || headers['content-length'] === '0' || request.method === 'HEAD'
+        const encoding = headers['content-encoding']
         const failure = target.upstream.unavailableAnswer(status, headers)
         let verdict: ApiError | undefined
         let outcome: UpstreamOutcome = 'success'
@@ -95,7 +188,11 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
           // The service refused the gateway's own token: ours to fix, not the partner's.
           outcome = 'bad_response'
           verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} to the gateway's token`))
-        } else if (status < 400 ? !(noBody || isJson(type)) : !isProblem(type)) {
+        } else if (encoding !== undefined && !isIdentity(encoding)) {
+          // Asked for identity: an encoded body would reach the partner as bytes it cannot read.
+          outcome = 'bad_response'
+          verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} with Content-Encoding ${String(encoding)}`))
+        } else if (!typeFits(status, type, headers['content-length'], request.method)) {
           outcome = 'bad_response'
           verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} with ${String(type ?? 'no content type')}`))
         } else if (status >= 400) {
@@ -117,9 +214,22 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
           const mapped = locations.map(location)
           if (mapped !== undefined) reply.header('location', mapped)
         }
+        const link = headers.link
+        if (link !== undefined) {
+          const mapped = mapLinks(link, locations)
+          if (mapped !== undefined) reply.header('link', mapped)
+        }
         // A correlation id is echoed on successes only (decisions 2).
         if (status < 400 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
-        reply.send(res.stream)
+        const stream = res.stream
+        reply.raw.once('close', () => {
+          if (reply.raw.writableFinished) return
+          const reason = cutReason(stream, reply.raw)
+          request.upstreamCut = reason
+          hooks.onCut?.(target.upstream.name, reason)
+          hooks.onUnfinished?.(request, reply)
+        })
+        reply.send(stream)
       }
 
       const onError = (reply: FastifyReply, { error }: { error: Error & { cause?: unknown } }): void => {
@@ -128,20 +238,22 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         // reply-from wraps what failed; the interceptors' codes are on the cause.
         const failure = target.upstream.failure(error.cause ?? error)
         observe(request, target, failure.outcome, null)
-        reply.send(unavailable(target.upstream, failure))
+        reply.send(refusal(target.upstream, failure, callerOf(request).principal))
       }
 
-      const rewriteRequestHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders): Record<string, string | string[]> => {
-        const { brand, principal } = callerOf(request)
-        const target = targetOf(request)
-        const out = forwardableHeaders(headers, tokenHeader)
-        if (tokenHeader !== undefined && target.token !== undefined) out[tokenHeader] = target.token
-        out['x-request-id'] = request.id
-        if (request.trace !== null) Object.assign(out, outgoingTraceHeaders(request.trace))
-        out['x-service-key-id'] = principal.keyId
-        out['x-service-brand'] = brand.id
-        out['x-service-mode'] = principal.mode
-        if (policy.scope === 'property' && request.propertyId !== null) out['x-service-property-id'] = request.propertyId
+      const rewriteRequestHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders): Record<string, string> => {
+        const out = serviceRequestHeaders(request, call, targetOf(request).token)
+        out.host = headers.host as string
+        if (request.body !== undefined) {
+          // reply-from counted the body it sends; its type is plain JSON, whatever the partner's spelling.
+          out['content-type'] = JSON_MEDIA_TYPE
+          out['content-length'] = String(headers['content-length'])
+        }
+        const size = headSize(request.method, `${request.upstreamPath as string}${request.upstreamQuery as string}`, out)
+        if (size > MAX_HEAD_BYTES) {
+          throw new ApiError('REQUEST_HEADERS_TOO_LARGE',
+            `With the headers the gateway adds, this request comes to ${size} bytes of headers; at most ${MAX_HEAD_BYTES} are accepted. Send shorter Accept, Accept-Language or query values.`)
+        }
         return out
       }
 
@@ -149,9 +261,17 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         // The body is read only after the key is valid (content parsing follows onRequest),
         // kept byte for byte, and checked to be JSON (routes.md, step 6).
         if (policy.body !== 'none') {
+          scope.addHook('preParsing', continueToBody)
           scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: policy.body.maxBytes }, (_request, body, done) => {
+            let text: string
             try {
-              JSON.parse((body as Buffer).toString('utf8'))
+              text = utf8.decode(body as Buffer)
+            } catch {
+              done(new ApiError('MALFORMED_JSON', 'The request body is not valid UTF-8.'), undefined)
+              return
+            }
+            try {
+              JSON.parse(text)
             } catch {
               done(new ApiError('MALFORMED_JSON', 'The request body is not well-formed JSON.'), undefined)
               return
@@ -174,7 +294,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
           undici: services.dispatcher(forward.upstream),
           config: { policy },
           replyOptions: {
-            getUpstream: (request: FastifyRequest) => targetOf(request).upstream.url,
+            getUpstream: (request: FastifyRequest) => targetOf(request).origin,
+            queryString: builtQuery,
             rewriteRequestHeaders,
             rewriteHeaders: () => ({}),
             onResponse,
@@ -184,11 +305,16 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
             const params: Record<string, string> = { ...(request.params as Record<string, string>) }
             for (const name of uuidParams) params[name] = (params[name] as string).toLowerCase()
             if (request.propertyId !== null) params.propertyId = request.propertyId
+            const path = fillPath(forward.path, params)
+            request.upstreamPath = path
+            request.upstreamQuery = queryOf(request.query as object, request.parsedQuery ?? {})
             request.upstreamStartedAt = performance.now()
             const body = request.body as Buffer | undefined
-            const options = body === undefined ? replyOptions : { ...replyOptions, body, contentType: request.headers['content-type'] as string }
+            const options: object = body === undefined
+              ? { ...replyOptions, getUpstream: serviceUrl }
+              : { ...replyOptions, getUpstream: serviceUrl, body, contentType: JSON_MEDIA_TYPE }
             reply.headers(COMMON_HEADERS)
-            return reply.from(fillPath(forward.path, params), options)
+            return reply.from(sourceOf(path), options)
           },
         } as unknown as Parameters<typeof httpProxy>[1])
       })

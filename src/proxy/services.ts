@@ -1,13 +1,17 @@
 import { Dispatcher } from 'undici'
 import type { Config, ServiceUpstream } from '../config.js'
 import type { KeyMode } from '../keys/principal.js'
+import type { Interceptor } from '../upstream/interceptors.js'
 import { Upstream } from '../upstream/upstream.js'
+import { CREDENTIAL_HEADER } from './headers.js'
 
 // The services behind declared routes: for each, a live upstream and, when configured, a
 // sandbox for `svc_test_` keys, each with its own pool, breaker and in-flight bound.
 
 export interface ServiceTarget {
   upstream: Upstream
+  /** `http://host:port` of the upstream's URL, worked out once. */
+  origin: string
   /** Sent in the service's `tokenHeader`, when it has one. */
   token: string | undefined
 }
@@ -21,11 +25,17 @@ export interface Service {
 export class Services {
   private readonly byName = new Map<string, Service>()
 
-  constructor(config: Config, dispatcher?: Dispatcher) {
+  /** `clientSpans`, with tracing on, makes the interceptor of each upstream's client spans. */
+  constructor(config: Config, dispatcher?: Dispatcher, clientSpans?: (upstream: string) => Interceptor) {
     for (const settings of Object.values(config.upstreams)) {
       const target = (name: string, url: string, token: string | undefined): ServiceTarget => ({
         // A stream passed on to a partner is never held back (no buffering).
-        upstream: new Upstream({ ...settings, name, url, buffered: false, ...(dispatcher === undefined ? {} : { dispatcher }) }),
+        upstream: new Upstream({
+          ...settings, name, url, buffered: false, clientSpans: clientSpans?.(name),
+          credentialShare: { perCredential: settings.maxInFlightPerCredential, credentialHeader: CREDENTIAL_HEADER },
+          ...(dispatcher === undefined ? {} : { dispatcher }),
+        }),
+        origin: new URL(url).origin,
         token,
       })
       this.byName.set(settings.name, {
@@ -61,7 +71,7 @@ export class Services {
   dispatcher(name: string): Dispatcher {
     const service = this.get(name)
     const targets = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])]
-    return new OriginRouter(new Map(targets.map((t) => [new URL(t.upstream.url).origin, t.upstream.dispatcher])))
+    return new OriginRouter(new Map(targets.map((t) => [t.origin, t.upstream.dispatcher])))
   }
 
   async close(): Promise<void> {

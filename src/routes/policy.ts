@@ -55,6 +55,33 @@ export interface RoutePolicy {
   readonly upstreams: readonly string[]
   /** For proxy routes: the declared upstream and the path it is called on. */
   readonly forward?: { readonly upstream: string; readonly path: string }
+  /** The scope each method needs (HEAD: GET's); empty on routes that take no credential. */
+  readonly scopes: Readonly<Partial<Record<Method, string>>>
+}
+
+/** `<resource>:<action>`, e.g. `guests:read`. */
+export const SCOPE_PATTERN = /^[a-z][a-z0-9-]*:[a-z][a-z0-9-]*$/
+
+/**
+ * The scope a route needs for `method` when nobody named one: `<resource>:read` for reads,
+ * `<resource>:write` for writes, the resource being the first segment after `/v1/`
+ * (`/v1/guests/{guestId}` -> `guests`).
+ */
+export function defaultScope(path: string, method: Method): string {
+  const resource = path.split('/')[2] ?? ''
+  return `${resource}:${method === 'GET' ? 'read' : 'write'}`
+}
+
+/** The scope `method` needs on the route of `policy` (HEAD needs GET's); undefined when it takes no credential. */
+export function scopeOf(policy: RoutePolicy, method: string): string | undefined {
+  return policy.scopes[(method === 'HEAD' ? 'GET' : method) as Method]
+}
+
+/** Every scope the routes need, sorted: the scopes a credential can be given. */
+export function knownScopes(declared: readonly RoutePolicy[]): string[] {
+  const all = new Set<string>()
+  for (const policy of [...Object.values(builtInRoutes), ...declared]) for (const scope of Object.values(policy.scopes)) all.add(scope)
+  return [...all].sort()
 }
 
 export const DEFAULT_BODY_BYTES = 1024 * 1024
@@ -116,9 +143,22 @@ export function policyProblems(policy: RoutePolicy): string[] {
     if (rule.type === 'integer' && rule.min > rule.max) problems.push(`query.${name}: min is above max`)
     if ((rule.type === 'enum' || rule.type === 'list') && rule.values.length === 0) problems.push(`query.${name}: no values`)
   }
+  for (const method of policy.auth ? policy.methods : []) {
+    const scope = policy.scopes[method]
+    if (scope === undefined) problems.push(`names no scope for ${method}`)
+    else if (!SCOPE_PATTERN.test(scope)) problems.push(`scope '${scope}' of ${method} is not <resource>:<action> (lower-case letters, digits and dashes)`)
+  }
+  for (const method of Object.keys(policy.scopes)) {
+    if (!policy.auth) problems.push('takes no credential but names a scope')
+    else if (!policy.methods.includes(method as Method)) problems.push(`names a scope for ${method}, which it does not take`)
+  }
   if (policy.kind === 'proxy') {
+    // The property comes from Service-Property-Id alone, once checked; a path parameter of that
+    // name would fill {propertyId} of the upstream path unchecked.
+    if (inPath.includes('propertyId')) problems.push('path parameter {propertyId} is not allowed: the property comes from the Service-Property-Id header')
     if (policy.forward === undefined) problems.push('is a proxy route without an upstream')
     else {
+      if (policy.forward.path.split('/').some((segment) => segment === '.' || segment === '..')) problems.push('upstreamPath has a dot segment')
       const allowed = new Set([...inPath, ...(policy.scope === 'property' ? ['propertyId'] : [])])
       for (const name of placeholders(policy.forward.path)) {
         if (!allowed.has(name)) problems.push(`upstreamPath placeholder {${name}} is neither a path parameter${policy.scope === 'property' ? ' nor {propertyId}' : ''}`)
@@ -155,14 +195,14 @@ const pageRules: QuerySpec = {
 export const builtInRoutes = {
   health: {
     kind: 'facade', path: '/v1/health', methods: ['GET'], scope: 'none', auth: false,
-    query: {}, pathParams: {}, body: 'none', upstreams: [],
+    query: {}, pathParams: {}, body: 'none', upstreams: [], scopes: {},
   },
   listProperties: {
     kind: 'facade', path: '/v1/properties', methods: ['GET'], scope: 'brand', auth: true,
-    query: pageRules, pathParams: {}, body: 'none', upstreams: ['pms'],
+    query: pageRules, pathParams: {}, body: 'none', upstreams: ['pms'], scopes: { GET: 'properties:read' },
   },
   getProperty: {
     kind: 'facade', path: '/v1/properties/{propertyId}', methods: ['GET'], scope: 'brand', auth: true,
-    query: {}, pathParams: { propertyId: { type: 'uuid' } }, body: 'none', upstreams: ['pms'],
+    query: {}, pathParams: { propertyId: { type: 'uuid' } }, body: 'none', upstreams: ['pms'], scopes: { GET: 'properties:read' },
   },
 } as const satisfies Record<string, RoutePolicy>

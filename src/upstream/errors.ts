@@ -6,11 +6,17 @@ export type UpstreamFailure =
   | 'unavailable'
   /** A 2xx that is not JSON or breaks the contract, a 401/403 to our token, another 4xx: 500. */
   | 'bad-response'
+  /** The call was refused before it left the gateway (the gateway's fault): 500. */
+  | 'not-sent'
+  /** The caller's credential has its whole share of the upstream's calls in flight: 429. */
+  | 'share-full'
 
 export type UpstreamOutcome = 'success' | 'not_found' | 'timeout' | 'connection_error' | 'server_error' | 'throttled'
   | 'bad_response' | 'circuit_open' | 'overloaded'
   /** A declared service answered a problem+json 4xx, passed on to the partner. */
   | 'client_error'
+  | 'not_sent'
+  | 'share_full'
 
 export class UpstreamError extends Error {
   constructor(

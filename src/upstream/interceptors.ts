@@ -12,7 +12,11 @@ type Dispatch = Dispatcher['dispatch']
 export type Interceptor = Dispatcher.DispatcherComposeInterceptor
 
 export const UPSTREAM_TIMEOUT = 'UPSTREAM_TIMEOUT'
+/** The whole call (its body included) outlasted its bound: cut, whatever was passed on. */
+export const UPSTREAM_CALL_DEADLINE = 'UPSTREAM_CALL_DEADLINE'
 export const UPSTREAM_OVERLOADED = 'UPSTREAM_OVERLOADED'
+/** One credential has its whole share of an upstream's calls in flight. */
+export const CREDENTIAL_SHARE_FULL = 'CREDENTIAL_SHARE_FULL'
 export const CIRCUIT_OPEN = 'EOPENBREAKER'
 
 export class InterceptorError extends Error {
@@ -27,7 +31,87 @@ export const CONNECTION_ERRORS: ReadonlySet<string> = new Set([
   'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNABORTED',
 ])
 
-function errorCode(error: unknown): string | undefined {
+/** A call `sendable` refused: undici would have refused it. */
+export const UPSTREAM_NOT_SENDABLE = 'UPSTREAM_NOT_SENDABLE'
+
+/**
+ * Refusals of a request before any byte of it left (undici's, of an argument it does not
+ * take, a header it does not send, a body that is not the length announced; and `sendable`'s):
+ * they say nothing of the upstream. They are the gateway's fault, never the service's.
+ */
+export const NOT_SENT_ERRORS: ReadonlySet<string> = new Set([
+  UPSTREAM_NOT_SENDABLE, 'UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+])
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+/** What RFC 9110 5.5 field values may not hold as undici sends them: a control character but tab. */
+const UNFIT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/
+const REQUEST_PATH = /^\/[\u0021-\u00ff]*$/
+/** Headers undici refuses to send: it frames and negotiates the connection itself. */
+const UNSENDABLE_HEADERS: ReadonlySet<string> = new Set(['transfer-encoding', 'keep-alive', 'upgrade', 'expect'])
+/** Headers whose value undici reads itself, checked every time. */
+const READ_HEADERS: ReadonlySet<string> = new Set(['connection', 'content-length', 'host'])
+/** Header names already found sendable and free of value rules: callers send the same few. */
+const sendableNames = new Set<string>()
+const MAX_SENDABLE_NAMES = 256
+
+function nameProblem(name: string): string | undefined {
+  if (!TOKEN.test(name)) return `header name ${JSON.stringify(name)} is not a token`
+  const lower = name.toLowerCase()
+  if (UNSENDABLE_HEADERS.has(lower)) return `header ${lower} is never sent`
+  if (!READ_HEADERS.has(lower) && sendableNames.size < MAX_SENDABLE_NAMES) sendableNames.add(name)
+  return undefined
+}
+
+function valueProblem(name: string, value: unknown): string | undefined {
+  if (Array.isArray(value)) {
+    for (const item of value) if (typeof item !== 'string' || UNFIT_FIELD_VALUE.test(item)) return `header ${name.toLowerCase()} has a value it cannot send`
+  } else if (typeof value !== 'string' || UNFIT_FIELD_VALUE.test(value)) {
+    return `header ${name.toLowerCase()} has a value it cannot send`
+  }
+  if (sendableNames.has(name)) return undefined
+  switch (name.toLowerCase()) {
+    case 'connection':
+      return typeof value === 'string' && value.split(',').every((t) => TOKEN.test(t.trim())) ? undefined : 'connection header is not a list of tokens'
+    case 'content-length':
+      return typeof value === 'string' && /^[0-9]+$/.test(value) ? undefined : 'content-length header is not a length'
+    case 'host':
+      return typeof value === 'string' ? undefined : 'host header given twice'
+    default:
+      return undefined
+  }
+}
+
+/** Why undici would refuse `options` before sending them, or undefined. */
+export function unsendable(options: Dispatcher.DispatchOptions): string | undefined {
+  if (typeof options.path !== 'string' || !REQUEST_PATH.test(options.path)) return 'the path is not one it can send'
+  if (typeof options.method !== 'string' || !TOKEN.test(options.method)) return 'the method is not a token'
+  const headers = options.headers
+  if (headers === null || headers === undefined || Array.isArray(headers) || typeof (headers as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function') return undefined
+  const fields = headers as Record<string, unknown>
+  for (const name in fields) {
+    const value = fields[name]
+    if (value === undefined) continue
+    const problem = (sendableNames.has(name) ? undefined : nameProblem(name)) ?? valueProblem(name, value)
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
+/**
+ * Refuses, before anything else sees it, a call undici would refuse: such a refusal says
+ * nothing of the upstream, and undici's own (in undici 7) leaves the pool's connection marked
+ * busy for good, so that a few of them stall every later call of the upstream.
+ */
+export function sendable(): Interceptor {
+  return (dispatch: Dispatch) => (options, handler) => {
+    const problem = unsendable(options)
+    if (problem !== undefined) return refuse(handler, new InterceptorError(UPSTREAM_NOT_SENDABLE, problem))
+    return dispatch(options, handler)
+  }
+}
+
+export function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code
   return typeof code === 'string' ? code : undefined
 }
@@ -118,6 +202,7 @@ export function retryConnectionErrors(retries: number, methods: ReadonlySet<stri
     const retryable = retries > 0 && methods.has(options.method) && !isStream(options.body)
     if (!retryable) return dispatch(options, handler)
     let attempt = 0
+    let started = false
     let aborted: Error | undefined
     let current: Controller | undefined
     // Once an answer has begun, its bytes may be on their way to a partner: never again.
@@ -138,7 +223,11 @@ export function retryConnectionErrors(retries: number, methods: ReadonlySet<stri
       onRequestStart: (controller, context) => {
         current = controller
         if (aborted !== undefined) controller.abort(aborted)
-        else if (attempt === 0) handler.onRequestStart?.(outer, context)
+        else if (!started) {
+          // The first attempt that leaves (an earlier one may have failed to connect).
+          started = true
+          handler.onRequestStart?.(outer, context)
+        }
       },
       onResponseStart: (controller, statusCode, headers, statusMessage) => {
         answered = true
@@ -180,23 +269,34 @@ function isStream(body: unknown): boolean {
 }
 
 /**
- * A deadline from the call to its answer's headers (with `buffered` below it: to the end of
- * its body). Past it the call is aborted and fails with UPSTREAM_TIMEOUT.
+ * The deadlines of a call: `timeoutMs` to its answer's headers (with `buffered` below it: to
+ * the end of its body), failing it with UPSTREAM_TIMEOUT; and `callTimeoutMs` from the call to
+ * the end of its body, however slowly the upstream sends or the caller reads (a paused body
+ * pauses undici's own body timeout), failing it with UPSTREAM_CALL_DEADLINE. Either way the
+ * call is aborted: its connection is closed and every bound it holds is freed at once.
  */
-export function deadline(timeoutMs: number): Interceptor {
+export function deadline(timeoutMs: number, callTimeoutMs = timeoutMs): Interceptor {
   return (dispatch: Dispatch) => (options, handler) => {
     const relay = new Relay(handler)
-    const timer = setTimeout(() => {
-      if (relay.started || relay.settled) return
-      const error = new InterceptorError(UPSTREAM_TIMEOUT, `no answer within ${timeoutMs} ms`)
+    const started = performance.now()
+    const fail = (error: InterceptorError): void => {
       relay.onResponseError(relay.controller as Controller, error)
       relay.controller?.abort(error)
-    }, timeoutMs)
+    }
+    let timer = setTimeout(() => {
+      if (relay.started || relay.settled) return
+      fail(new InterceptorError(UPSTREAM_TIMEOUT, `no answer within ${timeoutMs} ms`))
+    }, Math.min(timeoutMs, callTimeoutMs))
     const clear = (): void => clearTimeout(timer)
     return dispatch(options, {
       onRequestStart: (controller, context) => relay.onRequestStart(controller, context),
       onResponseStart: (controller, statusCode, headers, message) => {
         clear()
+        if (!relay.settled) {
+          timer = setTimeout(() => {
+            if (!relay.settled) fail(new InterceptorError(UPSTREAM_CALL_DEADLINE, `not over within ${callTimeoutMs} ms`))
+          }, Math.max(0, callTimeoutMs - (performance.now() - started)))
+        }
         relay.onResponseStart(controller, statusCode, headers, message)
       },
       onResponseData: (controller, chunk) => relay.onResponseData(controller, chunk),
@@ -218,49 +318,101 @@ export function isUnavailableStatus(status: number): boolean {
 }
 
 /**
- * The circuit breaker (opossum keeps the statistics). A call counts as failed when it errs
- * before its answer or is answered 5xx or 429; any other answer counts as a success. While
- * the circuit is open, calls fail at once with EOPENBREAKER and never reach the upstream.
+ * The circuit breaker (opossum keeps the statistics and the state). It counts only what the
+ * upstream did: a call is recorded once it is about to leave on a connection, or once it
+ * fails in a way that is the upstream's (no connection, a reset, a timeout); it counts as
+ * failed when it errs before its answer or is answered 5xx or 429, as a success otherwise. A
+ * call undici refused before sending (NOT_SENT_ERRORS) is never recorded: opossum's
+ * errorFilter would have counted it a success, which also closes a half-open circuit.
+ *
+ * While the circuit is open, calls fail at once with EOPENBREAKER and never reach the
+ * upstream. Half-open, one call at a time is let through as the trial; which one is decided
+ * here, so that a trial refused before sending leaves the circuit half-open for the next.
  */
 export function circuitBreaker(breaker: CircuitBreaker<[() => Promise<void>], void>): Interceptor {
+  let trialInFlight = false
   return (dispatch: Dispatch) => (options, handler) => {
-    let settle: { resolve: () => void; reject: (error: Error) => void } | undefined
-    const outcome = breaker.fire(() => new Promise<void>((resolve, reject) => {
-      settle = { resolve, reject }
-    }))
-    let refused: Error | undefined
-    outcome.catch((error: unknown) => {
-      if (errorCode(error) === CIRCUIT_OPEN) refused = error as Error
-    })
-    // opossum calls the action synchronously when it lets the call through.
-    if (settle === undefined) return refuse(handler, refused ?? new InterceptorError(CIRCUIT_OPEN, 'circuit open'))
-    const verdict = settle
+    let trial = false
+    if (!breaker.closed) {
+      if (!breaker.halfOpen || !breaker.pendingClose) {
+        // Open: opossum refuses the call (never running it) and counts the rejection.
+        breaker.fire(() => Promise.resolve()).catch(() => undefined)
+        return refuse(handler, new InterceptorError(CIRCUIT_OPEN, 'circuit open'))
+      }
+      if (trialInFlight) return refuse(handler, new InterceptorError(CIRCUIT_OPEN, 'circuit half-open: its trial call is in flight'))
+      trialInFlight = trial = true
+    }
+    let verdict: { resolve: () => void; reject: (error: Error) => void } | undefined
+    let recorded = false
+    const record = (): typeof verdict => {
+      if (recorded) return verdict
+      recorded = true
+      // Admitted while closed, but the circuit opened meanwhile: no longer the breaker's to count.
+      if (!breaker.closed && !trial) return undefined
+      breaker.fire(() => new Promise<void>((resolve, reject) => { verdict = { resolve, reject } })).catch(() => undefined)
+      return verdict
+    }
+    const settled = (): void => {
+      if (trial) trialInFlight = trial = false
+    }
     return dispatch(options, {
-      onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
+      onRequestStart: (controller, context) => {
+        // The request is about to leave: what follows is the upstream's doing.
+        record()
+        handler.onRequestStart?.(controller, context)
+      },
       onResponseStart: (controller, statusCode, headers, message) => {
-        if (isUnavailableStatus(statusCode)) verdict.reject(new InterceptorError('UPSTREAM_STATUS', `answered ${statusCode}`))
-        else verdict.resolve()
+        const outcome = record()
+        if (isUnavailableStatus(statusCode)) outcome?.reject(new InterceptorError('UPSTREAM_STATUS', `answered ${statusCode}`))
+        else outcome?.resolve()
+        settled()
         handler.onResponseStart?.(controller, statusCode, headers, message)
       },
       onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
       onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
       onResponseError: (controller, error) => {
-        verdict.reject(error)
+        const code = errorCode(error)
+        if (recorded || code === undefined || !NOT_SENT_ERRORS.has(code)) record()?.reject(error)
+        settled()
         handler.onResponseError?.(controller, error)
       },
     })
   }
 }
 
-/** At most `max` calls in flight; more fail at once with UPSTREAM_OVERLOADED. */
-export function inFlightLimit(max: number, counter: { inFlight: number }): Interceptor {
+/** What the in-flight bound counts; /status shows it. */
+export interface InFlight {
+  inFlight: number
+  /** Calls in flight per credential, for the credentials that have any. */
+  readonly byCredential: Map<string, number>
+}
+
+/**
+ * At most `max` calls in flight, and at most `perCredential` of them for one credential (the
+ * value of `credentialHeader` in the call's headers; calls without it have no share). Over
+ * the share, a call fails at once with CREDENTIAL_SHARE_FULL; over the bound, with
+ * UPSTREAM_OVERLOADED: one caller cannot fill the bound alone. Both are released the moment
+ * the call ends, is cut or fails.
+ */
+export function inFlightLimit(max: number, counter: InFlight, share?: { perCredential: number; credentialHeader: string }): Interceptor {
   return (dispatch: Dispatch) => (options, handler) => {
+    const credential = share === undefined ? undefined : credentialOf(options.headers, share.credentialHeader)
+    const held = credential === undefined ? 0 : counter.byCredential.get(credential) ?? 0
+    if (share !== undefined && credential !== undefined && held >= share.perCredential) {
+      return refuse(handler, new InterceptorError(CREDENTIAL_SHARE_FULL, `${held} calls of one credential in flight`))
+    }
     if (counter.inFlight >= max) return refuse(handler, new InterceptorError(UPSTREAM_OVERLOADED, `${counter.inFlight} calls in flight`))
     counter.inFlight += 1
+    if (credential !== undefined) counter.byCredential.set(credential, held + 1)
     let released = false
     const release = (): void => {
-      if (!released) counter.inFlight -= 1
+      if (released) return
       released = true
+      counter.inFlight -= 1
+      if (credential === undefined) return
+      const left = (counter.byCredential.get(credential) ?? 1) - 1
+      if (left === 0) counter.byCredential.delete(credential)
+      else counter.byCredential.set(credential, left)
     }
     return dispatch(options, {
       onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
@@ -276,4 +428,11 @@ export function inFlightLimit(max: number, counter: { inFlight: number }): Inter
       },
     })
   }
+}
+
+/** A header of a call's (an object, as the gateway's callers give them), or undefined. */
+function credentialOf(headers: Dispatcher.DispatchOptions['headers'], name: string): string | undefined {
+  if (headers === null || headers === undefined || Array.isArray(headers) || typeof (headers as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function') return undefined
+  const value = (headers as Record<string, unknown>)[name]
+  return typeof value === 'string' ? value : undefined
 }

@@ -4,7 +4,8 @@ import type { UpstreamSettings } from '../config.js'
 import { IDEMPOTENT_METHODS } from '../routes/policy.js'
 import { UpstreamError } from './errors.js'
 import {
-  buffered, circuitBreaker, CIRCUIT_OPEN, deadline, inFlightLimit, isUnavailableStatus, retryConnectionErrors, UPSTREAM_OVERLOADED, UPSTREAM_TIMEOUT,
+  buffered, circuitBreaker, CIRCUIT_OPEN, CREDENTIAL_SHARE_FULL, deadline, errorCode, inFlightLimit, isUnavailableStatus, NOT_SENT_ERRORS,
+  retryConnectionErrors, sendable, UPSTREAM_CALL_DEADLINE, UPSTREAM_OVERLOADED, UPSTREAM_TIMEOUT, type InFlight, type Interceptor,
 } from './interceptors.js'
 
 // One upstream (the PMS, its sandbox, each declared service and its sandbox): a keep-alive
@@ -19,8 +20,17 @@ export interface UpstreamOptions extends UpstreamSettings {
   url: string
   /** Hold each answer until its body is complete (small answers read whole, retried whole). */
   buffered: boolean
+  /** Bound of the whole call, its body included; default `timeoutMs` (a buffered call's deadline covers its body). */
+  responseTimeoutMs?: number
+  /**
+   * Each credential's share of `maxInFlight`: the calls carrying one value of `credentialHeader`
+   * (the gateway's own header naming the caller to a service). Without it, no share.
+   */
+  credentialShare?: { perCredential: number; credentialHeader: string }
   /** Tests give undici's MockAgent here; otherwise a Pool to `url`. */
   dispatcher?: Dispatcher
+  /** With tracing on: makes a client span of each attempt, so it goes innermost. */
+  clientSpans?: Interceptor | undefined
 }
 
 const RETRY_AFTER_CAP = 60
@@ -40,7 +50,7 @@ export class Upstream {
   readonly breaker: CircuitBreaker<[() => Promise<void>], void>
   private readonly pool: Dispatcher
   private readonly ownsPool: boolean
-  private readonly counter = { inFlight: 0 }
+  private readonly counter: InFlight = { inFlight: 0, byCredential: new Map() }
   private readonly resetTimeoutMs: number
   private readonly timeoutMs: number
   /** When the circuit last opened (opossum's own `lastTimerAt` is set once, at construction). */
@@ -74,14 +84,16 @@ export class Upstream {
     this.breaker.on('open', () => {
       this.openedAt = Date.now()
     })
-    // Innermost first: the breaker sees each call once, retries included; the bound counts
-    // calls, not attempts.
+    // Innermost first: the breaker sees each call once, retries included; the bounds count
+    // calls, not attempts, and refuse theirs before the breaker could count them.
     this.dispatcher = this.pool.compose([
+      ...(options.clientSpans === undefined ? [] : [options.clientSpans]),
       ...(options.buffered ? [buffered()] : []),
       retryConnectionErrors(options.retries, IDEMPOTENT_METHODS),
-      deadline(options.timeoutMs),
+      deadline(options.timeoutMs, options.responseTimeoutMs ?? options.timeoutMs),
       circuitBreaker(this.breaker),
-      inFlightLimit(options.maxInFlight, this.counter),
+      inFlightLimit(options.maxInFlight, this.counter, options.credentialShare),
+      sendable(),
     ])
   }
 
@@ -100,12 +112,21 @@ export class Upstream {
     return this.counter.inFlight
   }
 
+  /** Calls in flight of one credential (the value of the share's credential header). */
+  callsInFlightOf(credential: string): number {
+    return this.counter.byCredential.get(credential) ?? 0
+  }
+
   /** A call that failed without an answer, as the partner is to be told (decisions 5). */
   failure(error: unknown): UpstreamError {
     if (error instanceof UpstreamError) return error
-    const code = (error as { code?: string } | null)?.code
+    const code = errorCode(error)
     if (code === CIRCUIT_OPEN) return new UpstreamError('unavailable', 'circuit_open', `${this.name}: circuit open`, this.retryAfterSeconds())
     if (code === UPSTREAM_OVERLOADED) return new UpstreamError('unavailable', 'overloaded', `${this.name}: ${(error as Error).message}`, 1)
+    if (code === CREDENTIAL_SHARE_FULL) return new UpstreamError('share-full', 'share_full', `${this.name}: ${(error as Error).message}`, 1)
+    // The call never left: the gateway's fault, not the upstream's (and not counted against it).
+    if (code !== undefined && NOT_SENT_ERRORS.has(code)) return new UpstreamError('not-sent', 'not_sent', `${this.name}: call refused before sending: ${(error as Error).message}`)
+    if (code === UPSTREAM_CALL_DEADLINE) return new UpstreamError('unavailable', 'timeout', `${this.name}: ${(error as Error).message}`, 1)
     if (code === UPSTREAM_TIMEOUT || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
       return new UpstreamError('unavailable', 'timeout', `${this.name}: no answer within ${this.timeoutMs} ms`, 1)
     }

@@ -1,5 +1,6 @@
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Metrics } from '../../src/admin/metrics.js'
 import { buildApp } from '../../src/app.js'
 import { generateKey } from '../../src/keys/format.js'
 import { ACME_HOST, testConfig } from '../helpers/config.js'
@@ -7,7 +8,7 @@ import { FakeKeys } from '../helpers/fake-keys.js'
 import { TestGateway } from '../helpers/gateway.js'
 import { captureLogs } from '../helpers/logs.js'
 import { MemorySource } from '../helpers/memory-source.js'
-import { expectProblem } from '../helpers/problem.js'
+import { expectProblem, REQUEST_ID } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
 import { contractChecked } from '../helpers/contract.js'
 
@@ -15,6 +16,8 @@ const METRICS = [
   'gateway_http_requests_total', 'gateway_http_request_duration_seconds', 'gateway_upstream_requests_total',
   'gateway_upstream_request_duration_seconds', 'gateway_circuit_breaker_state', 'gateway_cache_requests_total',
   'gateway_auth_failures_total', 'gateway_rate_limited_total', 'process_cpu_user_seconds_total', 'nodejs_eventloop_lag_seconds',
+  'gateway_redis_up', 'gateway_healthy', 'gateway_load_shedding', 'gateway_shed_requests_total', 'gateway_trace_spans_exported_total',
+  'gateway_trace_spans_dropped_total',
 ]
 
 let t: TestGateway
@@ -63,6 +66,15 @@ describe('metrics', () => {
     expect(moved('gateway_cache_requests_total{cache="properties",result="hit"}')).toBe(1)
     expect(moved('gateway_auth_failures_total{code="INVALID_API_KEY"}')).toBe(1)
     expect(sample(res.body, 'gateway_circuit_breaker_state{upstream="pms"}')).toBe(0)
+    expect([sample(res.body, 'gateway_redis_up'), sample(res.body, 'gateway_healthy')]).toEqual([1, 1])
+  })
+
+  it('measures latency from 100 µs up, so a cached answer falls in a bucket of its own', async () => {
+    const text = (await admin('/metrics')).body
+    const bounds = (metric: string): string[] => [...new Set(text.split('\n').filter((l) => l.startsWith(`${metric}_bucket{`)).map((l) => /le="([^"]+)"/.exec(l)?.[1] as string))]
+    const expected = ['0.0001', '0.00025', '0.0005', '0.001', '0.0025', '0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '5', '+Inf']
+    expect(bounds('gateway_http_request_duration_seconds')).toEqual(expected)
+    expect(bounds('gateway_upstream_request_duration_seconds')).toEqual(expected)
   })
 
   it('labels unmatched paths as one route', async () => {
@@ -77,7 +89,9 @@ describe('metrics', () => {
     for (const path of ['/metrics', '/status']) {
       expectProblem(await t.get(path, key), { code: 'ROUTE_NOT_FOUND', instance: path })
     }
-    expect((await admin('/v1/health')).statusCode).toBe(404)
+    expectProblem(await admin('/v1/health'), {
+      code: 'ROUTE_NOT_FOUND', instance: '/v1/health', detail: 'There is no admin route at /v1/health; the admin port serves /metrics, /status and /livez.',
+    })
   })
 })
 
@@ -118,29 +132,38 @@ describe('/status follows the breaker', () => {
 
 describe('load shedding', () => {
   it('answers 503 problem+json and unhealthy while the event loop is saturated', async () => {
+    const metrics = new Metrics()
     const app = await buildApp({
       config: testConfig({ loadShedding: { maxEventLoopDelayMs: 20, maxEventLoopUtilization: 0, sampleIntervalMs: 50, sustainedSamples: 3 } }),
       logger: captureLogs().logger,
       keys: new FakeKeys({}),
       properties: new MemorySource([]),
+      metrics,
     })
     contractChecked(app)
     await app.ready()
     try {
+      let refused = 0
       const shed = await eventually(async () => {
         const until = Date.now() + 200
         while (Date.now() < until) { /* saturate the event loop */ }
         await new Promise((r) => setTimeout(r, 15))
-        return (await app.inject({ url: '/v1/properties', headers: { host: ACME_HOST } })).statusCode === 503
+        const status = (await app.inject({ url: '/v1/properties', headers: { host: ACME_HOST } })).statusCode
+        if (status === 503) refused += 1
+        return status === 503
       }, 5000, 0)
       expect(shed).toBe(true)
       const until = Date.now() + 200
-      while (Date.now() < until) { /* and again, for the two answers below */ }
+      while (Date.now() < until) { /* and again, for the three answers below */ }
       await new Promise((r) => setTimeout(r, 15))
-      const [res, health] = [
+      const [res, health, shedding] = [
         await app.inject({ url: '/v1/properties', headers: { host: ACME_HOST } }),
         await app.inject({ url: '/v1/health' }),
+        await metrics.registry.getSingleMetricAsString('gateway_load_shedding'),
       ]
+      expect(shedding.split('\n').filter((l) => !l.startsWith('#'))).toEqual(['gateway_load_shedding 1'])
+      const counted = await metrics.registry.getSingleMetricAsString('gateway_shed_requests_total')
+      expect(counted.split('\n').filter((l) => !l.startsWith('#'))).toEqual([`gateway_shed_requests_total ${refused + 1}`])
       expectProblem(res, {
         code: 'SERVICE_UNAVAILABLE', instance: '/v1/properties', headers: { 'retry-after': '1' },
         detail: 'The gateway is overloaded; retry shortly.',
@@ -169,17 +192,18 @@ describe('ADMIN_TOKEN (operations: admin port)', () => {
   }
 
   it.each([
-    ['no Authorization header', undefined],
-    ['a wrong token', 'Bearer admin-token-for-the-test-012345678X'],
-    ['a prefix of the token', 'Bearer admin-token'],
-    ['another scheme', `Basic ${TOKEN}`],
-  ])('answers 401 to %s, on both routes', async (_name, authorization) => {
-    for (const path of ['/metrics', '/status']) {
+    ['no Authorization header', undefined, 'MISSING_AUTH_HEADER'],
+    ['a wrong token', 'Bearer admin-token-for-the-test-012345678X', 'INVALID_AUTH_HEADER'],
+    ['a prefix of the token', 'Bearer admin-token', 'INVALID_AUTH_HEADER'],
+    ['another scheme', `Basic ${TOKEN}`, 'INVALID_AUTH_HEADER'],
+  ] as const)('answers 401 problem+json to %s, on both routes', async (_name, authorization, code) => {
+    for (const path of ['/metrics', '/status?verbose=1']) {
       const res = await call(path, authorization)
-      expect({ status: res.statusCode, type: res.headers['content-type'], challenge: res.headers['www-authenticate'], body: JSON.parse(res.body) as unknown }).toEqual({
-        status: 401, type: 'application/problem+json; charset=utf-8', challenge: 'Bearer realm="admin"',
-        body: { title: 'Unauthorized', status: 401, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.' },
+      expectProblem(res, {
+        code, instance: path.split('?')[0] as string, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.',
+        headers: { 'www-authenticate': 'Bearer realm="admin"' },
       })
+      expect(res.body).not.toContain(TOKEN)
     }
   })
 
@@ -191,7 +215,8 @@ describe('ADMIN_TOKEN (operations: admin port)', () => {
 
   it('serves both routes to the bearer of the token', async () => {
     const metrics = await call('/metrics', `Bearer ${TOKEN}`)
-    expect(metrics.statusCode).toBe(200)
+    expect({ status: metrics.statusCode, requestId: metrics.headers['service-request-id'], nosniff: metrics.headers['x-content-type-options'] })
+      .toEqual({ status: 200, requestId: expect.stringMatching(REQUEST_ID), nosniff: 'nosniff' })
     expect(metrics.body).toContain('# TYPE gateway_http_requests_total counter')
     const status = await call('/status', `Bearer ${TOKEN}`)
     expect({ status: status.statusCode, body: JSON.parse(status.body) as unknown }).toMatchObject({ status: 200, body: { status: 'ok', redis: { status: 'up' } } })

@@ -76,6 +76,18 @@ describe.skipIf(!hasChromium)('the documentation site in a browser', () => {
     await page.close()
   })
 
+  it('shows each operation\'s scope under both security schemes', async () => {
+    const page = await context.newPage()
+    await page.goto(`${docs.url}/`)
+    await page.locator('a[href^="#/"]').first().waitFor({ timeout: 15_000 })
+    await page.locator('a[href="#/properties/listproperties"]').click()
+    await expect.poll(async () => (await page.locator('body').innerText()).replace(/\s+/g, ' '), { timeout: 10_000 })
+      .toContain('apiKey(Required scopes: properties:read ) or oauth2(Required scopes: properties:read )')
+    expect(await page.locator('body').innerText()).toContain('Needs the scope properties:read')
+    expect(outside()).toEqual([])
+    await page.close()
+  })
+
   it('renders each error page with its code and status, at /errors/<code>', async () => {
     const page = await context.newPage()
     for (const code of Object.keys(errorCatalog) as ErrorCode[]) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ApiError, errorCatalog, type FieldError } from '../../src/contract/errors.js'
-import { MAX_FIELD_ERRORS, problemBody, problemJsonSchema } from '../../src/contract/problem.js'
+import { MAX_FIELD_ERRORS, problemBody, problemJsonSchema, QuoteBudget, quoteInput } from '../../src/contract/problem.js'
 import { TIMESTAMP } from '../helpers/problem.js'
 
 // The problem body is assembled from parts escaped once per code and docs URL; whatever a
@@ -44,5 +44,23 @@ describe('problem bodies', () => {
     const extra = { field: 'page', code: 'OUT_OF_RANGE', detail: 'Too big.', internal: 'not for partners' } as FieldError
     const parsed = JSON.parse(problemBody(new ApiError('INVALID_QUERY_PARAMETER', 'Bad query.', { errors: [extra] }), 'https://d', '/v1/x', 'req_1')) as { errors: unknown[] }
     expect(parsed.errors).toEqual([{ field: 'page', code: 'OUT_OF_RANGE', detail: 'Too big.' }])
+  })
+})
+
+describe('quoting what a partner sent', () => {
+  it('quotes input whole up to 200 characters, and cuts it there with an ellipsis', () => {
+    expect(quoteInput('a'.repeat(200))).toBe('a'.repeat(200))
+    expect(quoteInput('a'.repeat(201))).toBe(`${'a'.repeat(200)}…`)
+  })
+
+  it('shares one budget between the quotes of one detail', () => {
+    const budget = new QuoteBudget()
+    expect([budget.take('x'.repeat(120)), budget.take('y'.repeat(120)), budget.spent, budget.take('z')]).toEqual(['x'.repeat(120), `${'y'.repeat(80)}…`, true, '…'])
+  })
+
+  it('never cuts a surrogate pair in half', () => {
+    const text = `${'a'.repeat(199)}😀tail`
+    expect(quoteInput(text)).toBe(`${'a'.repeat(199)}…`)
+    expect(quoteInput(text)).not.toMatch(/\p{Cs}/u)
   })
 })

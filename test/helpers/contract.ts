@@ -112,7 +112,9 @@ function checkUnmatched(compiled: Compiled, where: string, method: string, answe
  */
 export function checkAnswer(method: string, url: string, answer: CheckedAnswer, source: DocumentSource = shipped()): void {
   const compiled = compile(source)
-  const path = url.split('?')[0] ?? url
+  // An absolute-form target (`http://host/v1/…`) is answered as its path.
+  const target = url.replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/, '')
+  const path = target === '' || target.startsWith('?') ? '/' : target.split('?')[0] ?? target
   const where = `${method} ${url.length > 120 ? `${url.slice(0, 120)}…` : url}`
   const route = compiled.routes.find((r) => r.pattern.test(path))
   const verb = (method === 'HEAD' ? 'GET' : method).toLowerCase()

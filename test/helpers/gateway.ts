@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
-import type { FileConfig } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { createGateway, type Gateway, type GatewayOptions } from '../../src/gateway.js'
 import { RedisKeyStore, type KeyStore, type NewKey } from '../../src/keys/store.js'
 import { MockPms } from '../../mocks/pms/server.js'
@@ -29,7 +29,7 @@ export class TestGateway {
   private constructor(readonly pms: MockPms, readonly sandbox: MockPms | undefined) {}
 
   static async start(options: {
-    config?: Partial<FileConfig>
+    config?: Partial<FileConfigInput>
     sandbox?: boolean
     env?: NodeJS.ProcessEnv
     pms?: MockPms
@@ -70,6 +70,15 @@ export class TestGateway {
     const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
     checkAnswer('GET', path, answer, this.gateway.app.gatewayConfig)
     return answer
+  }
+
+  /** Another instance of the same gateway: same config, Redis namespace and stand-ins, its own socket. */
+  async twin(): Promise<{ gateway: Gateway; url: string; close: () => Promise<void> }> {
+    const gateway = await createGateway({ config: this.gateway.app.gatewayConfig, logger: this.logs.logger })
+    await gateway.app.listen({ port: 0, host: '127.0.0.1' })
+    if (gateway.redis !== undefined && gateway.redis.status !== 'ready') await once(gateway.redis, 'ready')
+    const url = `http://127.0.0.1:${(gateway.app.server.address() as { port: number }).port}`
+    return { gateway, url, close: () => gateway.app.close() }
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,6 @@
+import { gunzipSync } from 'node:zlib'
 import { request } from 'undici'
+import { rawExchange } from '../helpers/raw.js'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { generateHotels } from '../../mocks/pms/data.js'
 import { GUEST_COUNTS, generateGuests, messagesOf, reservationsOf, roomsOf, type Guest } from '../../mocks/service/data.js'
@@ -362,11 +364,27 @@ describe('request log', () => {
     expect(log.statusCode).toBe(200)
     const entries = JSON.parse(log.body) as unknown[]
     expect(entries).toEqual([
-      { method: 'POST', path: '/partner/v1/guests?dryRun=1', headers: expect.objectContaining({ 'x-service-token': TOKEN, 'x-service-mode': 'live', 'x-request-id': REQUEST_ID, 'content-type': 'application/json', 'x-service-brand': 'acme' }), body },
-      { method: 'GET', path: '/partner/v1/guests', headers: expect.objectContaining({ 'x-service-brand': 'acme' }), body: '' },
+      { method: 'POST', path: '/partner/v1/guests?dryRun=1', requestLine: 'POST /partner/v1/guests?dryRun=1 HTTP/1.1', rawHeaders: expect.arrayContaining([['X-Service-Mode', 'live']]), headers: expect.objectContaining({ 'x-service-token': TOKEN, 'x-service-mode': 'live', 'x-request-id': REQUEST_ID, 'content-type': 'application/json', 'x-service-brand': 'acme' }), body },
+      { method: 'GET', path: '/partner/v1/guests', requestLine: 'GET /partner/v1/guests HTTP/1.1', rawHeaders: expect.arrayContaining([['x-service-brand', 'acme']]), headers: expect.objectContaining({ 'x-service-brand': 'acme' }), body: '' },
     ])
     expect(await control('DELETE', '/__mock/requests')).toMatchObject({ statusCode: 200, body: '[]' })
     expect((await control('GET', '/__mock/requests')).body).toBe('[]')
+  })
+
+  it('records the request line and the header lines exactly as they came, where Node would normalise them', async () => {
+    const port = Number(new URL(service.url).port)
+    const sent = `GET /partner/v1/./guests?perPage=1&x=%2541 HTTP/1.1\r\nHost: service\r\nX_Service_Brand: globex\r\nX-Service-Token: ${TOKEN}\r\n`
+      + 'X-Dup: 1\r\nx-dup: 2\r\nX-Service-Brand: acme\r\nConnection: close\r\n\r\n'
+    const answer = await rawExchange(port, [sent])
+    expect(answer.text).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(service.received).toEqual([{
+      method: 'GET',
+      path: '/partner/v1/guests?perPage=1&x=%2541',
+      requestLine: 'GET /partner/v1/./guests?perPage=1&x=%2541 HTTP/1.1',
+      rawHeaders: [['Host', 'service'], ['X_Service_Brand', 'globex'], ['X-Service-Token', TOKEN], ['X-Dup', '1'], ['x-dup', '2'], ['X-Service-Brand', 'acme'], ['Connection', 'close']],
+      headers: { host: 'service', x_service_brand: 'globex', 'x-service-token': TOKEN, 'x-dup': '1, 2', 'x-service-brand': 'acme', connection: 'close' },
+      body: '',
+    }])
   })
 
   it('keeps only the latest logLimit requests', async () => {
@@ -396,6 +414,14 @@ describe('failure switches', () => {
     expect(res.statusCode).toBe(200)
     expect(JSON.parse(res.body)).toEqual({ failure })
   }
+
+  it('fails only the requests of one brand when given one, and counts only them', async () => {
+    await fail({ mode: 'html-5xx', status: 502, times: 1, brand: 'globex' })
+    await healthy()
+    const failed = await call('GET', list, { brand: 'globex' })
+    expect({ status: failed.statusCode, type: failed.headers['content-type'] }).toEqual({ status: 502, type: 'text/html' })
+    expectEnvelope(await call('GET', list, { brand: 'globex' }), 200, GLOBEX.slice(0, 2), { page: 1, perPage: 2, total: GLOBEX.length })
+  })
 
   it('latency: delays, then answers normally', async () => {
     await fail({ mode: 'latency', latencyMs: 2000, times: 1 })
@@ -521,6 +547,37 @@ describe('failure switches', () => {
     expectLeakyHeaders(res)
     expect(res.body).toBe('')
     await healthy()
+  })
+
+  it('stall: 200 and the first bytes, then nothing until the caller closes', async () => {
+    await fail({ mode: 'stall', times: 1 })
+    const res = await request(`${service.url}${list}`, { headers: { 'x-service-token': TOKEN, 'x-service-brand': 'acme' } })
+    expect({ status: res.statusCode, type: res.headers['content-type'] }).toEqual({ status: 200, type: 'application/json; charset=utf-8' })
+    const reader = res.body[Symbol.asyncIterator]()
+    expect(((await reader.next()).value as Buffer).toString()).toBe('{"data":[')
+    res.body.destroy()
+    await healthy()
+  })
+
+  it('links: the first page with Link headers to itself, its own URL, another host and an internal path', async () => {
+    await fail({ mode: 'links', times: 1 })
+    const res = await call('GET', list)
+    expectEnvelope(res, 200, ACME.slice(0, 2), { page: 1, perPage: 2, total: ACME.length })
+    expect(res.headers.link).toBe(`</partner/v1/guests?page=2&perPage=2>; rel="next", <${service.url}/partner/v1/guests?page=1&perPage=2>; rel="first"; title="First, page", `
+      + `<https://bookings.example/partner/v1/guests>; rel="alternate", </internal/admin>; rel="admin", </partner/v1/guests/${(ACME[0] as Guest).id}>; rel="item"; anchor="http://bookings.internal/x"`)
+  })
+
+  it('gzip: the first page, gzip-encoded', async () => {
+    await fail({ mode: 'gzip', times: 1 })
+    const res = await request(`${service.url}${list}`, { headers: { 'x-service-token': TOKEN, 'x-service-brand': 'acme', 'x-request-id': REQUEST_ID } })
+    expect({ status: res.statusCode, encoding: res.headers['content-encoding'] }).toEqual({ status: 200, encoding: 'gzip' })
+    expect(JSON.parse(gunzipSync(Buffer.from(await res.body.arrayBuffer())).toString())).toEqual({ data: ACME.slice(0, 2), meta: { requestId: REQUEST_ID, timestamp: expect.stringMatching(TIMESTAMP) } })
+  })
+
+  it('empty: the status and content type asked for, no body', async () => {
+    await fail({ mode: 'empty', status: 202, contentType: 'text/html', times: 1 })
+    const res = await call('GET', list)
+    expect({ status: res.statusCode, type: res.headers['content-type'], length: res.headers['content-length'], body: res.body }).toEqual({ status: 202, type: 'text/html', length: '0', body: '' })
   })
 
   it('redirect: 302 to a guest', async () => {

@@ -232,6 +232,25 @@ describe('upstream failures (decisions 5)', () => {
     await unavailable('7')
   })
 
+  it("answers a 503 with the PMS's Retry-After, and ignores a Retry-After on other 5xx", async () => {
+    t.pms.setFailure({ mode: 'html-5xx', status: 503, retryAfter: 9, times: 1 })
+    await unavailable('9')
+    t.pms.setFailure({ mode: 'html-5xx', status: 502, retryAfter: 9, times: 1 })
+    await unavailable('1')
+  })
+
+  it('answers every request that shared one failing PMS call with 503, not only the first', async () => {
+    const id = nextId()
+    t.pms.setFailure({ mode: 'latency', latencyMs: 1000 })
+    const answers = await Promise.all(Array.from({ length: 5 }, async () => remember(await t.get(`/v1/properties/${id}`, key))))
+    for (const res of answers) {
+      expectProblem(res, {
+        code: 'SERVICE_UNAVAILABLE', instance: `/v1/properties/${id}`, headers: { 'retry-after': '1' },
+        detail: 'Property data is temporarily unavailable; retry in 1 second.',
+      })
+    }
+  })
+
   it('retries a reset connection once, then answers 503', async () => {
     t.pms.setFailure({ mode: 'reset', times: 1 })
     const id = activeIds(t.pms, 'ACME')[0] as string

@@ -9,7 +9,7 @@ import type { Hotel } from '../../mocks/pms/data.js'
 import { MockPms } from '../../mocks/pms/server.js'
 import { generateGuests, messagesOf, reservationsOf, roomsOf, type Guest } from '../../mocks/service/data.js'
 import { MockService, problemBody } from '../../mocks/service/server.js'
-import type { FileConfig } from '../../src/config.js'
+import type { FileConfig, FileConfigInput } from '../../src/config.js'
 import { ACME_HOST, GLOBEX_HOST } from '../helpers/config.js'
 import { checkAnswer } from '../helpers/contract.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
@@ -80,7 +80,7 @@ function expectPassed(res: Answer, status: number, data: unknown, pagination?: {
 /** Only the headers a partner may see from the service, and the gateway's own. */
 function expectOnlyAllowedHeaders(res: Answer): void {
   const allowed = new Set(['content-type', 'content-length', 'content-language', 'link', 'location', 'service-request-id', 'x-content-type-options',
-    'cache-control', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'service-correlation-id', 'date', 'connection', 'keep-alive',
+    'cache-control', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy', 'ratelimit', 'service-correlation-id', 'date', 'connection', 'keep-alive',
     'transfer-encoding', 'retry-after', 'www-authenticate', 'allow'])
   expect(Object.keys(res.headers).filter((name) => !allowed.has(name))).toEqual([])
 }
@@ -96,7 +96,7 @@ beforeAll(async () => {
         ...shipped.upstreams,
         // A service with no sandbox: test keys may not use its route.
         notes: { url: 'http://127.0.0.1:9', tokenHeader: 'X-Service-Token' },
-      } as FileConfig['upstreams'],
+      } as FileConfigInput['upstreams'],
       routes: [
         ...shipped.routes,
         { path: '/v1/notes', methods: ['GET'], scope: 'brand', upstream: 'notes', upstreamPath: '/partner/v1/notes', pathParams: {}, query: {} },
@@ -336,7 +336,7 @@ describe('order of checks: step 7, the property', () => {
 })
 
 describe('what the service receives', () => {
-  it('gets the method, the filled upstreamPath, the query as sent, and the identity headers', async () => {
+  it('gets the method, the filled upstreamPath, the query rebuilt in the order sent, and the identity headers', async () => {
     const hotel = acmeHotels(t.pms, 'ONBOARDING')[0] as Hotel
     const id = String(hotel.hotel_uuid)
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736'
@@ -371,7 +371,7 @@ describe('what the service receives', () => {
     for (const name of ['authorization', 'cookie', 'service-property-id']) expect(headers[name], name).toBeUndefined()
   })
 
-  it('gets the body bytes unchanged, and answers 201 with Location mapped to the public path', async () => {
+  it('gets the body bytes unchanged, typed plain application/json, and answers 201 with Location mapped to the public path', async () => {
     const body = '{ "lastName" : "Ørsted",\n  "firstName":"Zoë", "email": "zoe+test@example.com" }'
     const res = await call('POST', '/v1/guests', { body, headers: { 'content-type': 'application/json; charset=utf-8' } })
     const created = service.guestsOf('acme').find((g) => g.email === 'zoe+test@example.com') as Guest
@@ -379,14 +379,15 @@ describe('what the service receives', () => {
     expect(res.headers.location).toBe(`/v1/guests/${created.id}`)
     expectOnlyAllowedHeaders(res)
     expect(service.received.map((r) => ({ method: r.method, path: r.path, body: r.body, type: r.headers['content-type'] })))
-      .toEqual([{ method: 'POST', path: '/partner/v1/guests', body, type: 'application/json; charset=utf-8' }])
+      .toEqual([{ method: 'POST', path: '/partner/v1/guests', body, type: 'application/json' }])
   })
 
   it('gets a UUID path parameter in lower case, and the relations asked for', async () => {
     const guest = generateGuests('acme')[3] as Guest
     const res = await call('GET', `/v1/guests/${guest.id.toUpperCase()}?with=reservations,messages`)
     expectPassed(res, 200, { ...guest, messages: messagesOf(guest), reservations: reservationsOf(guest, 'acme') })
-    expect(service.received.map((r) => r.path)).toEqual([`/partner/v1/guests/${guest.id}?with=reservations,messages`])
+    // Rebuilt from the validated list: each value percent-encoded, its comma too.
+    expect(service.received.map((r) => r.path)).toEqual([`/partner/v1/guests/${guest.id}?with=reservations%2Cmessages`])
   })
 
   it('sends test keys to the sandbox, with its token, and never to the live service', async () => {
@@ -530,7 +531,7 @@ describe('HEAD, operations and streaming', () => {
       expect({ status: head.statusCode, body: head.body }).toEqual({ status: got.statusCode, body: '' })
       // undici closes the connection after a HEAD (and says so), so the connection headers differ.
       const comparable = (h: Answer['headers']) => {
-        const { date: _d, 'service-request-id': _r, 'ratelimit-remaining': _rr, 'ratelimit-reset': _rs, connection: _c, 'keep-alive': _k, ...rest } = h
+        const { date: _d, 'service-request-id': _r, 'ratelimit-remaining': _rr, 'ratelimit-reset': _rs, ratelimit: _rl, connection: _c, 'keep-alive': _k, ...rest } = h
         return rest
       }
       expect(comparable(head.headers)).toEqual(comparable(got.headers))
@@ -594,7 +595,7 @@ describe('a service that fails', () => {
     down = await new MockService({ token: SERVICE_TOKEN }).listen()
     g = await TestGateway.start({
       config: {
-        upstreams: { bookings: { url: down.url, tokenHeader: 'X-Service-Token', timeoutMs: 1000, breaker: { volumeThreshold: 4, resetTimeoutMs: 1500 } } } as FileConfig['upstreams'],
+        upstreams: { bookings: { url: down.url, tokenHeader: 'X-Service-Token', timeoutMs: 1000, breaker: { volumeThreshold: 4, resetTimeoutMs: 1500 } } } as FileConfigInput['upstreams'],
         routes: shipped.routes,
       },
       env: { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
@@ -634,7 +635,7 @@ describe('a service that fails', () => {
   it('answers too many calls in flight with 503 at once', async () => {
     const bounded = await TestGateway.start({
       config: {
-        upstreams: { bookings: { url: down.url, tokenHeader: 'X-Service-Token', timeoutMs: 10_000, maxInFlight: 2 } } as FileConfig['upstreams'],
+        upstreams: { bookings: { url: down.url, tokenHeader: 'X-Service-Token', timeoutMs: 10_000, maxInFlight: 2 } } as FileConfigInput['upstreams'],
         routes: shipped.routes,
       },
       env: { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
@@ -660,7 +661,7 @@ describe('a service that fails', () => {
     const url = closed.url
     await closed.close()
     const refused = await TestGateway.start({
-      config: { upstreams: { bookings: { url, tokenHeader: 'X-Service-Token' } } as FileConfig['upstreams'], routes: shipped.routes },
+      config: { upstreams: { bookings: { url, tokenHeader: 'X-Service-Token' } } as FileConfigInput['upstreams'], routes: shipped.routes },
       env: { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
     })
     try {

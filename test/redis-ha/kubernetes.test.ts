@@ -42,7 +42,7 @@ describe('deploy/kubernetes', () => {
   it('lists every manifest in the kustomization, and nothing that is not there', () => {
     const kustomization = one('Kustomization')
     expect([...kustomization.resources].sort()).toEqual(files.filter((f) => f !== 'kustomization.yaml'))
-    expect(all.map((m) => m.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Kustomization', 'PodDisruptionBudget', 'Secret', 'Service'])
+    expect(all.map((m) => m.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Kustomization', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service'])
   })
 
   it('sets an environment the gateway accepts, with the config file from the ConfigMap', () => {
