@@ -17,7 +17,10 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 //   GET    /__mock/requests  what the service received (method, path, headers, body, and the request line and
 //                            header lines exactly as they came: names as spelled, duplicates, order)
 //   DELETE /__mock/requests
-//   DELETE /__mock/guests    created and changed guests back to the seeded ones
+//   GET    /__mock/writes    the guests created and changed, per Idempotency-Key received ("" for none):
+//                            {"<key>": {"created": n, "updated": n}}; it never deduplicates on the key
+//                            itself, so a test sees every call that reached it
+//   DELETE /__mock/guests    created and changed guests back to the seeded ones (and the writes)
 //
 // Modes: latency (answer normally after latencyMs), html-5xx (status 502/503/504, text/html),
 // json-500 (an internal error in JSON), throttle (429 with Retry-After), reset (socket destroyed
@@ -48,6 +51,12 @@ export interface Failure {
   brand?: string
   /** The Content-Type of the `empty` answer; none when unset. */
   contentType?: string
+}
+
+/** What the service wrote for the requests of one Idempotency-Key. */
+export interface Writes {
+  created: number
+  updated: number
 }
 
 export interface ReceivedRequest {
@@ -140,6 +149,8 @@ export class MockService {
   readonly seed: number
   readonly tokenHeader: string
   readonly received: ReceivedRequest[] = []
+  /** Guests created and changed, per Idempotency-Key received ('' for requests without one). */
+  readonly writes = new Map<string, Writes>()
   private failure: Failure | undefined
   private readonly guests = new Map<string, Guest[]>()
   /** Ids of created guests: they have no messages or reservations. */
@@ -175,6 +186,19 @@ export class MockService {
   resetGuests(): void {
     this.guests.clear()
     this.created.clear()
+    this.writes.clear()
+  }
+
+  /** The writes of one Idempotency-Key ('' for requests without one). */
+  writesOf(key: string): Writes {
+    return this.writes.get(key) ?? { created: 0, updated: 0 }
+  }
+
+  private wrote(req: IncomingMessage, what: keyof Writes): void {
+    const key = header(req, 'idempotency-key') ?? ''
+    const writes = this.writesOf(key)
+    writes[what] += 1
+    this.writes.set(key, writes)
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<this> {
@@ -223,14 +247,14 @@ export class MockService {
     const method = req.method === 'HEAD' ? 'GET' : req.method
     if (url.pathname === LIST_PATH) {
       if (method === 'GET') return this.withBrand(req, res, instance, requestId, (brand) => this.list(res, url.searchParams, brand, instance, requestId))
-      if (method === 'POST') return this.withBrand(req, res, instance, requestId, (brand) => this.create(res, body, brand, instance, requestId))
+      if (method === 'POST') return this.withBrand(req, res, instance, requestId, (brand) => this.create(req, res, body, brand, instance, requestId))
       return notAllowed(res, 'GET, HEAD, POST', instance, requestId)
     }
     const guest = /^\/partner\/v1\/guests\/([^/]+)$/.exec(url.pathname)
     if (guest !== null) {
       const id = decoded(guest[1] as string)
       if (method === 'GET') return this.withBrand(req, res, instance, requestId, (brand) => this.one(res, id, url.searchParams, brand, instance, requestId))
-      if (method === 'PATCH') return this.withBrand(req, res, instance, requestId, (brand) => this.update(res, id, body, brand, instance, requestId))
+      if (method === 'PATCH') return this.withBrand(req, res, instance, requestId, (brand) => this.update(req, res, id, body, brand, instance, requestId))
       return notAllowed(res, 'GET, HEAD, PATCH', instance, requestId)
     }
     const rooms = /^\/partner\/v1\/properties\/([^/]+)\/rooms$/.exec(url.pathname)
@@ -258,7 +282,7 @@ export class MockService {
     envelope(res, 200, page(matching, paging), requestId, { ...paging, total: matching.length })
   }
 
-  private create(res: ServerResponse, body: string, brand: string, instance: string, requestId: string | undefined): void {
+  private create(req: IncomingMessage, res: ServerResponse, body: string, brand: string, instance: string, requestId: string | undefined): void {
     const parsed = parseJson(body)
     if (parsed === undefined) return problem(res, 'MALFORMED_JSON', 'The request body is not valid JSON.', instance, requestId)
     const errors = validateGuest(parsed.value, false)
@@ -279,6 +303,7 @@ export class MockService {
     guests.push(guest)
     guests.sort(guestOrder)
     this.created.add(guest.id)
+    this.wrote(req, 'created')
     envelope(res, 201, guest, requestId, undefined, { location: `${LIST_PATH}/${guest.id}` })
   }
 
@@ -299,7 +324,7 @@ export class MockService {
     envelope(res, 200, data, requestId)
   }
 
-  private update(res: ServerResponse, id: string, body: string, brand: string, instance: string, requestId: string | undefined): void {
+  private update(req: IncomingMessage, res: ServerResponse, id: string, body: string, brand: string, instance: string, requestId: string | undefined): void {
     const guest = this.guestsOf(brand).find((g) => g.id === id)
     if (guest === undefined) return problem(res, 'GUEST_NOT_FOUND', `No guest with id '${id}' exists for this brand.`, instance, requestId)
     const parsed = parseJson(body)
@@ -314,6 +339,7 @@ export class MockService {
       }
       guest.updatedAt = new Date().toISOString()
     }
+    this.wrote(req, 'updated')
     envelope(res, 200, guest, requestId)
   }
 
@@ -446,6 +472,7 @@ export class MockService {
       this.received.length = 0
       return control(res, 200, [])
     }
+    if (url.pathname === '/__mock/writes' && req.method === 'GET') return control(res, 200, Object.fromEntries(this.writes))
     if (url.pathname === '/__mock/guests' && req.method === 'DELETE') {
       this.resetGuests()
       return control(res, 200, { reset: true })
