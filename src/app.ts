@@ -30,6 +30,7 @@ import { scopeStage } from './pipeline/scope.js'
 import { notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
+import type { IdempotencyRecords } from './idempotency/records.js'
 import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
 import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
@@ -54,6 +55,8 @@ export interface AppDependencies {
   hasSandbox?: SandboxCheck
   /** Absent unless spans are exported: then no request makes a span. */
   tracing?: Tracing
+  /** The records of Idempotency-Key; without them a declared route forwards the header and keeps nothing. */
+  idempotency?: IdempotencyRecords
 }
 
 function noop(): void {}
@@ -119,7 +122,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
   for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
-    'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'upstreamPath', 'upstreamQuery', 'upstreamCut', 'cacheResult'] as const) {
+    'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'upstreamPath', 'upstreamQuery', 'upstreamCut', 'cacheResult', 'idempotencyKey', 'idempotency'] as const) {
     app.decorateRequest(field, null)
   }
 
@@ -153,7 +156,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     const checks: Check[] = [
       routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
-      ...(policy.auth ? [headerStage(policy.scope), bodyStage(policy)] : []), // 3. headers, body framing
+      ...(policy.auth ? [headerStage(policy.scope, policy.idempotency), bodyStage(policy)] : []), // 3. headers, body framing
       ...(policy.auth ? [authenticate, scopeStage(policy)] : []), // 4. API key or access token, brand, then the method's scope
       ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
       parametersStage(policy.query, policy.pathParams), // 6. query and path parameters (then the body is read: 6, well-formed JSON)
@@ -196,7 +199,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // A streamed answer cut short never finishes: Fastify runs no onResponse hook for it, the
     // proxy has its line written.
-    await app.register(declaredRoutes(config.routes, deps.services, { ...deps.proxyHooks, onUnfinished: (request, reply) => observe(request, reply, noop) }))
+    await app.register(declaredRoutes(config.routes, deps.services, { ...deps.proxyHooks, onUnfinished: (request, reply) => observe(request, reply, noop) },
+      deps.idempotency === undefined ? undefined : { records: deps.idempotency, maxBodyBytes: config.idempotency.maxBodyBytes }))
   }
   return app
 }

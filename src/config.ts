@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { z } from 'zod'
 import {
-  BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, METHODS, policyProblems, SCOPE_PATTERN, type Method, type QueryRule, type RoutePolicy,
+  BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, IDEMPOTENCY_METHODS, METHODS, policyProblems, SCOPE_PATTERN, type Method, type QueryRule, type RoutePolicy,
 } from './routes/policy.js'
 
 // The one source of truth for every setting: the README's configuration reference is
@@ -88,6 +88,8 @@ const declaredRouteSchema = z.strictObject({
   }).optional(),
   scopes: z.partialRecord(z.enum(METHODS), z.string().regex(SCOPE_PATTERN, 'must be <resource>:<action> (lower-case letters, digits and dashes)')).optional()
     .describe('The scope each method needs, e.g. `{"GET": "guests:read"}`; a method left out needs `<first path segment>:read` (GET, HEAD) or `:write`'),
+  idempotency: z.enum(['optional', 'required']).optional()
+    .describe('Whether POST and PATCH need an `Idempotency-Key` (`required`: 400 without one) or may carry one (`optional`, the default); only for routes with POST or PATCH'),
 })
 
 export type DeclaredRoute = z.infer<typeof declaredRouteSchema>
@@ -108,6 +110,7 @@ export function policyOf(route: DeclaredRoute): RoutePolicy {
     upstreams: route.scope === 'property' ? ['pms', route.upstream] : [route.upstream],
     forward: { upstream: route.upstream, path: route.upstreamPath },
     scopes: Object.fromEntries(route.methods.map((method: Method) => [method, route.scopes?.[method] ?? defaultScope(route.path, method)])),
+    ...(route.idempotency !== undefined || route.methods.some((m) => IDEMPOTENCY_METHODS.has(m)) ? { idempotency: route.idempotency ?? 'optional' } : {}),
   }
 }
 
@@ -217,6 +220,12 @@ export const fileSchema = z.strictObject({
     .describe('Internal services behind declared routes, by name'),
   routes: z.array(declaredRouteSchema).default([]).describe('Declared routes, forwarded to an upstream under the partner contract'),
   oauth: oauthSchema.prefault({}).describe('OAuth 2.0 access tokens (RFC 9068) beside API keys: the issuers trusted and how their keys are fetched'),
+  idempotency: z.strictObject({
+    retentionHours: positiveInt.max(24 * 30).default(24)
+      .describe('How long the answer to a POST or PATCH with an `Idempotency-Key` is kept in Redis and replayed to a retry with the same key'),
+    maxBodyBytes: positiveInt.default(1048576)
+      .describe('Largest answer body kept for replay; a larger answer is passed on and its record released (a retry is forwarded again)'),
+  }).prefault({}).describe('Safe retries of writes on declared routes (`Idempotency-Key`)'),
 }).superRefine((file, ctx) => {
   const owner = new Map<string, string>()
   file.brands.forEach((brand, i) => {

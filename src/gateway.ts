@@ -5,6 +5,7 @@ import { buildAdmin } from './admin/server.js'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import { HealthState } from './health.js'
+import { IdempotencyRecords, MemoryRecordStore, RedisRecordStore } from './idempotency/records.js'
 import { KeyAuthenticator } from './keys/authenticator.js'
 import { Credentials } from './keys/credentials.js'
 import { TokenAuthenticator } from './oauth/tokens.js'
@@ -62,6 +63,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let redisMonitor: RedisMonitor | undefined
   let keyStore = options.keyStore
   let quotaStore: QuotaStore = new MemoryQuotaStore()
+  let recordStore: RedisRecordStore | MemoryRecordStore = new MemoryRecordStore()
   if (keyStore === undefined) {
     const target = redisTarget(config)
     const client = createRedis({ ...target, name: 'gateway', logger })
@@ -71,7 +73,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     health.add('redis', () => monitor.up)
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ ...target, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
     quotaStore = new RedisQuotaStore(client, config.redisPrefix)
+    recordStore = new RedisRecordStore(client)
   }
+  const idempotency = new IdempotencyRecords(recordStore, config.redisPrefix, config.idempotency.retentionHours * 3600_000)
   const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
   const metrics = new Metrics()
   const tokens = new TokenAuthenticator(keyStore, {
@@ -121,7 +125,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   })
   const app = await buildApp({
     config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
-    proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason) },
+    proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason), onIdempotency: (route, outcome) => metrics.idempotency(route, outcome) },
+    idempotency,
     ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []

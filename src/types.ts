@@ -45,5 +45,9 @@ declare module 'fastify' {
     /** Why a declared service's streamed answer ended before its end, for the log line. */
     upstreamCut: string | null
     cacheResult: string | null
+    /** The Idempotency-Key of a POST or PATCH on a declared route, unquoted, once step 3 found it valid. */
+    idempotencyKey: string | null
+    /** What the idempotency record did for this request (stored, replayed, …), for the log line. */
+    idempotency: string | null
   }
 }

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { IdempotencyOutcome } from '../idempotency/records.js'
 import type { CacheResult } from '../properties/cache.js'
 import type { UpstreamOutcome } from '../upstream/errors.js'
 import type { BreakerState } from '../upstream/upstream.js'
@@ -31,6 +32,7 @@ export class Metrics {
   readonly rateLimiterFailOpen: Counter
   readonly rateLimitLeased: Counter
   private readonly jwksRefreshes: Counter<'issuer' | 'result'>
+  private readonly idempotencyOutcomes: Counter<'route' | 'outcome'>
   readonly shedRequests: Counter
   readonly traceSpansExported: Counter
   readonly traceSpansDropped: Counter<'reason'>
@@ -80,6 +82,11 @@ export class Metrics {
       name: 'gateway_jwks_refresh_total', help: 'Fetches of a token issuer\'s signing keys (JWKS), by result (ok, error)',
       labelNames: ['issuer', 'result'], registers: [this.registry],
     })
+    this.idempotencyOutcomes = new Counter({
+      name: 'gateway_idempotency_total',
+      help: 'POST and PATCH requests with an Idempotency-Key, by what their record did: stored (the answer kept), replayed, in_use (409), reused (422), released (not kept; a retry is forwarded again)',
+      labelNames: ['route', 'outcome'], registers: [this.registry],
+    })
     // Read when scraped, from the same state /status and /v1/health report.
     const gauge = (name: string, help: string, read: () => (() => boolean) | undefined): void => {
       new Gauge({
@@ -103,6 +110,10 @@ export class Metrics {
       name: 'gateway_trace_spans_dropped_total', help: 'Spans lost: queue_full (the export queue was full) or export_failed (the collector refused them or could not be reached)',
       labelNames: ['reason'], registers: [this.registry],
     })
+  }
+
+  idempotency(route: string, outcome: IdempotencyOutcome): void {
+    this.idempotencyOutcomes.inc({ route, outcome })
   }
 
   jwksRefresh(issuer: string, result: 'ok' | 'error'): void {

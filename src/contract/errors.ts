@@ -36,7 +36,7 @@ export const errorCatalog = {
   },
   INVALID_HEADER: {
     status: 400, title: 'Invalid header',
-    tip: 'User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -; Service-Property-Id a property id (UUID).',
+    tip: 'User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -; Service-Property-Id a property id (UUID); Idempotency-Key, sent once, 1 to 255 visible ASCII characters other than `"` and `\\`, bare or in double quotes.',
   },
   HEADER_NOT_ALLOWED: {
     status: 400, title: 'Header not allowed',
@@ -126,6 +126,10 @@ export const errorCatalog = {
     status: 408, title: 'Request timeout',
     tip: 'Send the whole request (headers, then any body) without pauses; the connection was closed, so open a new one and retry.',
   },
+  IDEMPOTENCY_KEY_IN_USE: {
+    status: 409, title: 'Idempotency key in use',
+    tip: 'A request with this Idempotency-Key is still being processed; wait the seconds given in `Retry-After` and send the same request again to get its answer.',
+  },
   PAYLOAD_TOO_LARGE: {
     status: 413, title: 'Payload too large',
     tip: 'Request bodies are limited to 1 MiB unless the endpoint documents a smaller limit; split large changes into several requests.',
@@ -137,6 +141,10 @@ export const errorCatalog = {
   UNSUPPORTED_MEDIA_TYPE: {
     status: 415, title: 'Unsupported media type',
     tip: 'Send request bodies as JSON with `Content-Type: application/json` (a charset parameter is fine).',
+  },
+  IDEMPOTENCY_KEY_REUSED: {
+    status: 422, title: 'Idempotency key reused',
+    tip: 'This Idempotency-Key was already used for a different request (path, query, Service-Property-Id, Content-Type or body); use a new key for each new request, and resend a request only unchanged.',
   },
   REQUEST_HEADERS_TOO_LARGE: {
     status: 431, title: 'Request header fields too large',

@@ -7,7 +7,7 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { PLAIN_STRING } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, knownScopes, scopeOf, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, idempotencyOf, knownScopes, scopeOf, type IdempotencyRule, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -202,6 +202,27 @@ function components(source: DocumentSource): JsonObject {
   }
 }
 
+/** The key of `Idempotency-Key`, bare or as an RFC 9651 string: 1 to 255 visible ASCII characters but `"` and `\`. */
+const IDEMPOTENCY_KEY_PATTERN = '^([\\x21\\x23-\\x5B\\x5D-\\x7E]{1,255}|"[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,255}")$'
+
+function idempotencyParameter(rule: IdempotencyRule): JsonObject {
+  return {
+    name: 'Idempotency-Key', in: 'header', required: rule === 'required',
+    description: [
+      rule === 'required' ? 'Required on this operation.' : 'Optional; send one to make retries safe.',
+      'A key you choose for this request (a UUID is a good one), sent again unchanged with every retry of the same request:',
+      'the first answer is kept and replayed to the retries (with `Idempotent-Replayed: true`) instead of the request being done twice.',
+      'Bare or in double quotes (an RFC 9651 string); 1 to 255 visible ASCII characters but `"` and `\\`; sent once.',
+    ].join(' '),
+    schema: { type: 'string', pattern: IDEMPOTENCY_KEY_PATTERN },
+  }
+}
+
+const IDEMPOTENT_REPLAYED: JsonObject = {
+  description: '`true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway\'s own headers are fresh).',
+  required: false, schema: { const: 'true' },
+}
+
 function queryParameter(name: string, rule: QueryRule): JsonObject {
   const base = { name, in: 'query', required: false }
   switch (rule.type) {
@@ -362,6 +383,11 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
   if (policy.scope === 'brand') parts.push('Brand-wide: the host name selects the brand; no `Service-Property-Id`.')
   if (policy.scope === 'property') parts.push('Property-scoped: `Service-Property-Id` names the property.')
   if (policy.body !== 'none' && BODY_METHODS.has(method)) parts.push(`Takes a JSON body of at most ${policy.body.maxBytes} bytes.`)
+  const idempotency = idempotencyOf(policy, method)
+  if (idempotency !== undefined) {
+    parts.push(`Safe to retry with an \`Idempotency-Key\` (${idempotency === 'required' ? 'required here' : 'optional'}): the first answer (a success or the service's 4xx) is kept and replayed`
+      + ' to a retry with the same key and the same request; `409 IDEMPOTENCY_KEY_IN_USE` while the first is in flight, `422 IDEMPOTENCY_KEY_REUSED` for the same key on another request.')
+  }
   if (method === 'GET') parts.push('`HEAD` answers as `GET` does, without the body.')
   const scope = scopeOf(policy, method)
   if (scope !== undefined) parts.push(`Needs the scope \`${scope}\`: an API key or access token without it is answered 403 \`INSUFFICIENT_SCOPE\`.`)
@@ -382,6 +408,8 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
   for (const [name, rule] of Object.entries(policy.query)) parameters.push(queryParameter(name, rule))
   if (policy.auth) parameters.push(ref('parameters', 'UserAgent'))
   if (policy.scope === 'property') parameters.push(ref('parameters', 'ServicePropertyId'))
+  const idempotency = idempotencyOf(policy, method)
+  if (idempotency !== undefined) parameters.push(idempotencyParameter(idempotency))
   parameters.push(ref('parameters', 'ServiceCorrelationId'), ref('parameters', 'Traceparent'), ref('parameters', 'Tracestate'))
 
   const responses: JsonObject = {}
@@ -396,7 +424,8 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
     responses[String(status)] = response
   }
   if (policy.kind === 'proxy') {
-    responses['422'] = {
+    // With IDEMPOTENCY_KEY_REUSED, 422 is documented above, the service's problems included.
+    responses['422'] ??= {
       description: "The service refused the body's fields; its problem, passed on.",
       headers: headersOf(policy, 422),
       content: { 'application/problem+json': { schema: schemaRef('ProblemDetails') } },
@@ -405,6 +434,12 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
       description: 'Another problem of the service, passed on.',
       headers: headersOf(policy, 400),
       content: { 'application/problem+json': { schema: schemaRef('ProblemDetails') } },
+    }
+  }
+  if (idempotency !== undefined) {
+    // Any answer the service gave (a success, a redirect, a problem of its own) may be a replay.
+    for (const [status, response] of Object.entries(responses)) {
+      if (!status.startsWith('5')) ((response as JsonObject).headers as JsonObject)['Idempotent-Replayed'] = IDEMPOTENT_REPLAYED
     }
   }
   const body = policy.body !== 'none' && BODY_METHODS.has(method) ? policy.body : undefined

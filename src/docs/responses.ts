@@ -1,5 +1,5 @@
 import { errorCatalog, type ErrorCode } from '../contract/errors.js'
-import { BODY_METHODS, builtInRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, idempotencyOf, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
 // (decisions 1, routes.md). The OpenAPI document, the error pages and the contract test all
@@ -42,6 +42,9 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   INVALID_QUERY_PARAMETER: (p) => Object.keys(p.query).length > 0,
   INVALID_PATH_PARAMETER: (p) => Object.keys(p.pathParams).length > 0,
   MALFORMED_JSON: takesBody,
+  // 8. the idempotency record, after every check of the gateway's own
+  IDEMPOTENCY_KEY_IN_USE: (p, m) => idempotencyOf(p, m) !== undefined,
+  IDEMPOTENCY_KEY_REUSED: (p, m) => idempotencyOf(p, m) !== undefined,
   // 7. resource
   TEST_MODE_UNAVAILABLE: (p) => p.auth && p.upstreams.length > 0,
   PROPERTY_ACCESS_DENIED: (p) => p.scope === 'property' || isGetProperty(p),

@@ -21,7 +21,7 @@ const serializeLine = fastJson({
     level: text, time: { type: 'integer' }, pid: { type: 'integer' }, hostname: text,
     reqId: text, traceId: maybeText, clientIp: maybeText, method: text, route: maybeText, status: { type: 'integer' }, code: maybeText,
     durationMs: { type: 'number' }, correlationId: maybeText, keyId: maybeText, brand: maybeText, upstream: maybeText,
-    upstreamStatus: { type: ['integer', 'null'] }, upstreamMs: maybeNumber, upstreamCut: maybeText, cache: maybeText, msg: text,
+    upstreamStatus: { type: ['integer', 'null'] }, upstreamMs: maybeNumber, upstreamCut: maybeText, cache: maybeText, idempotency: maybeText, msg: text,
   },
 } as Parameters<typeof fastJson>[0]) as (line: RequestLine) => string
 
@@ -46,6 +46,8 @@ interface RequestLine {
   upstreamMs: number | null
   upstreamCut: string | null
   cache: string | null
+  /** What the Idempotency-Key's record did (stored, replayed, in_use, reused, released). */
+  idempotency: string | null
   msg: 'request'
 }
 
@@ -86,6 +88,7 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
         upstreamMs: request.upstreamMs === null ? null : Math.round(request.upstreamMs * 1000) / 1000,
         upstreamCut: request.upstreamCut,
         cache: request.cacheResult,
+        idempotency: request.idempotency,
         msg: 'request',
       })}\n`)
     }

@@ -1,15 +1,16 @@
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import { ApiError } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID } from '../contract/headers.js'
 import { closedForWriteIdle, expectsContinue } from '../http/client-errors.js'
 import { MAX_HEAD_BYTES } from '../http/limits.js'
 import { callerOf } from '../http/request-state.js'
 import type { Principal } from '../keys/principal.js'
-import { BODY_METHODS, knownScopes, routerPath, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, idempotencyOf, knownScopes, routerPath, type RoutePolicy } from '../routes/policy.js'
 import { UpstreamError, type UpstreamOutcome } from '../upstream/errors.js'
+import { digest, type IdempotencyOutcome, type IdempotencyRecords, type Lease, type StoredAnswer } from '../idempotency/records.js'
 import { errorCode, UPSTREAM_CALL_DEADLINE } from '../upstream/interceptors.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { headSize, LocationMap, mapLinks, PASSED_RESPONSE_HEADERS, ScopesHeader, serviceRequestHeaders, type ServiceCall } from './headers.js'
@@ -33,6 +34,15 @@ export interface ProxyHooks {
   onCut?: (upstream: string, reason: CutReason) => void
   /** Writes the request's log line and metrics, which Fastify does only for an answer that finished. */
   onUnfinished?: (request: FastifyRequest, reply: FastifyReply) => void
+  /** What an Idempotency-Key's record did for a request of `route`. */
+  onIdempotency?: (route: string, outcome: IdempotencyOutcome) => void
+}
+
+/** The records of Idempotency-Key (idempotency/records.ts) and their bounds. */
+export interface IdempotencySettings {
+  records: IdempotencyRecords
+  /** Largest answer body kept for replay. */
+  maxBodyBytes: number
 }
 
 interface ProxyResponse {
@@ -102,6 +112,8 @@ function unavailable(upstream: Upstream, error: UpstreamError): ApiError {
   })
 }
 
+function noop(): void {}
+
 function internal(cause: unknown): ApiError {
   return new ApiError('INTERNAL_ERROR', 'An unexpected error occurred; it has been logged.', { cause })
 }
@@ -144,7 +156,70 @@ function announcesBody(request: FastifyRequest): boolean {
   return BODY_METHODS.has(request.method) && (request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))
 }
 
-export function declaredRoutes(policies: readonly RoutePolicy[], services: Services, hooks: ProxyHooks = {}) {
+/** An answer kept for replay, as the partner got it: the allowed headers of the service, mapped. */
+const REPLAYED_HEADERS = ['content-type', 'content-language', 'location', 'link'] as const
+
+/**
+ * What tells two requests with one Idempotency-Key apart (README, "Safe retries of writes"):
+ * the public path and query as sent, the property, the body's type and its bytes.
+ */
+function fingerprintOf(request: FastifyRequest): string {
+  const type = request.headers['content-type']
+  const body = request.body as Buffer | undefined
+  return digest(request.url, request.propertyId ?? '', typeof type === 'string' ? type : '', body ?? '')
+}
+
+/**
+ * The body of a stream up to `max` bytes; past it, undefined and what was read so far, with
+ * the stream paused where it was.
+ */
+function collect(stream: Readable, max: number): Promise<{ body: Buffer } | { over: Buffer[] }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const done = (): void => {
+      stream.off('data', onData)
+      stream.off('end', onEnd)
+      stream.off('error', onError)
+    }
+    const onData = (chunk: Buffer): void => {
+      chunks.push(chunk)
+      size += chunk.length
+      if (size <= max) return
+      stream.pause()
+      done()
+      resolve({ over: chunks })
+    }
+    const onEnd = (): void => {
+      done()
+      resolve({ body: Buffer.concat(chunks, size) })
+    }
+    const onError = (error: Error): void => {
+      done()
+      reject(error)
+    }
+    stream.on('data', onData)
+    stream.once('end', onEnd)
+    stream.once('error', onError)
+  })
+}
+
+/** What was read of an answer, then the rest of it as it comes. */
+function resumed(read: Buffer[], rest: Readable): Readable {
+  return Readable.from((async function* chunks() {
+    yield* read
+    yield* rest
+  })(), { objectMode: false })
+}
+
+/** A record a request holds from its claim until it is answered or released. */
+interface Held {
+  lease: Lease
+  /** Set once onResponse or onError took it over: the answer decides. */
+  settled: boolean
+}
+
+export function declaredRoutes(policies: readonly RoutePolicy[], services: Services, hooks: ProxyHooks = {}, idempotency?: IdempotencySettings) {
   const scopesHeader = new ScopesHeader(knownScopes(policies))
   return async function routes(app: FastifyInstance): Promise<void> {
     for (const policy of policies) {
@@ -155,6 +230,127 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
       const locations = new LocationMap(policies.filter((p) => p.forward?.upstream === forward.upstream), origins)
       const call: ServiceCall = { tokenHeader: service.settings.tokenHeader, propertyScoped: policy.scope === 'property', scopes: scopesHeader }
       const uuidParams = Object.entries(policy.pathParams).filter(([, rule]) => rule.type === 'uuid').map(([name]) => name)
+      // A record's lease outlasts the longest call the gateway makes (its whole-call bound), so
+      // only a dead instance's record is ever taken over.
+      const leaseMs = Math.max(service.settings.timeoutMs, service.settings.responseTimeoutMs) + 5000
+      const held = new WeakMap<FastifyRequest, Held>()
+
+      const counted = (request: FastifyRequest, outcome: IdempotencyOutcome): void => {
+        request.idempotency = outcome
+        hooks.onIdempotency?.(policy.path, outcome)
+      }
+
+      /** Releases the request's record (a retry is forwarded again); resolves once Redis answered or failed. */
+      const release = async (request: FastifyRequest, entry: Held, why: string): Promise<void> => {
+        if (idempotency === undefined) return
+        try {
+          await idempotency.records.release(entry.lease)
+          counted(request, 'released')
+        } catch (error) {
+          request.log.warn({ err: error, why }, 'idempotency record not released (Redis failed); it frees itself when its lease runs out')
+        }
+      }
+
+      /** The release the answer chose, then `send`. */
+      const settle = (request: FastifyRequest, why: string, send: () => void): void => {
+        const entry = held.get(request)
+        if (entry === undefined || entry.settled) return send()
+        entry.settled = true
+        void release(request, entry, why).then(send)
+      }
+
+      /** Claims the request's record; true when the request was answered from it (a replay). */
+      const claim = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
+        const records = (idempotency as IdempotencySettings).records
+        const key = records.keyOf(callerOf(request).principal.keyId, request.method, policy.path, request.idempotencyKey as string)
+        let result
+        try {
+          result = await records.claim(key, fingerprintOf(request), leaseMs)
+        } catch (error) {
+          // A duplicate is worse than a wait: without its record, a keyed request is not forwarded.
+          throw new ApiError('SERVICE_UNAVAILABLE', 'Idempotency keys cannot be checked right now; retry in 1 second.', { retryAfter: 1, cause: error })
+        }
+        switch (result.kind) {
+          case 'claimed': {
+            const entry: Held = { lease: result.lease, settled: false }
+            held.set(request, entry)
+            // A request that ends before any answer took its record over (the partner went
+            // away, a refusal on the way out) frees it.
+            reply.raw.once('close', () => {
+              if (!entry.settled) settle(request, 'request ended before an answer', noop)
+            })
+            return false
+          }
+          case 'in_use':
+            counted(request, 'in_use')
+            throw new ApiError('IDEMPOTENCY_KEY_IN_USE', 'A request with this Idempotency-Key is still in flight; retry in 1 second to get its answer.', { retryAfter: 1 })
+          case 'reused':
+            counted(request, 'reused')
+            throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different request; send a new key with each new request.')
+          case 'answered':
+            counted(request, 'replayed')
+            replay(request, reply, result.answer)
+            return true
+        }
+      }
+
+      const replay = (request: FastifyRequest, reply: FastifyReply, answer: StoredAnswer): void => {
+        reply.code(answer.status)
+        for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
+        reply.header('idempotent-replayed', 'true')
+        reply.headers(COMMON_HEADERS)
+        if (answer.status < 400 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
+        reply.send(answer.body)
+      }
+
+      /**
+       * A keyed request's answer: read whole (up to maxBodyBytes), kept, then sent; a larger
+       * one is passed on as it comes and its record released.
+       */
+      const keepAndSend = (request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, status: number, stream: Readable): void => {
+        const entry = held.get(request) as Held
+        const settings = idempotency as IdempotencySettings
+        collect(stream, settings.maxBodyBytes).then(async (read) => {
+          if ('over' in read) {
+            request.log.warn({ maxBodyBytes: settings.maxBodyBytes, route: policy.path },
+              'answer over idempotency.maxBodyBytes: passed on without being kept; the idempotency record is released')
+            await release(request, entry, 'answer over maxBodyBytes')
+            streamOn(request, reply, target, resumed(read.over, stream), stream)
+            return
+          }
+          const headers: Record<string, string> = {}
+          for (const name of REPLAYED_HEADERS) {
+            const value = reply.getHeader(name)
+            if (typeof value === 'string') headers[name] = value
+          }
+          try {
+            if (await settings.records.answer(entry.lease, { status, headers, body: read.body })) counted(request, 'stored')
+            else request.log.warn('idempotency record was taken over before the answer came; the answer is not kept')
+          } catch (error) {
+            request.log.warn({ err: error }, 'idempotency answer not kept (Redis failed); its record frees itself when its lease runs out')
+          }
+          reply.send(read.body)
+        }, async (error: unknown) => {
+          // The service failed mid-answer, before the partner got a byte: as if it failed at once.
+          const reason = cutReason(stream, reply.raw)
+          request.upstreamCut = reason
+          hooks.onCut?.(target.upstream.name, reason)
+          await release(request, entry, 'answer cut')
+          reply.send(unavailable(target.upstream, target.upstream.failure(error)))
+        })
+      }
+
+      /** Passes a stream on; `source` is the service's own stream, whose end tells why a cut happened. */
+      const streamOn = (request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, stream: Readable, source: Readable): void => {
+        reply.raw.once('close', () => {
+          if (reply.raw.writableFinished) return
+          const reason = cutReason(source, reply.raw)
+          request.upstreamCut = reason
+          hooks.onCut?.(target.upstream.name, reason)
+          hooks.onUnfinished?.(request, reply)
+        })
+        reply.send(stream)
+      }
 
       const targetOf = (request: FastifyRequest): ServiceTarget => {
         const target = services.target(forward.upstream, callerOf(request).principal.mode)
@@ -199,11 +395,14 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
           outcome = 'client_error'
         }
         observe(request, target, outcome, status)
+        const entry = held.get(request)
         if (verdict !== undefined) {
           res.stream.resume()
-          reply.send(verdict)
+          const refused = verdict
+          settle(request, `service answered ${status}`, () => reply.send(refused))
           return
         }
+        if (entry !== undefined) entry.settled = true
         reply.code(status)
         for (const name of PASSED_RESPONSE_HEADERS) {
           const value = headers[name]
@@ -221,15 +420,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         }
         // A correlation id is echoed on successes only (decisions 2).
         if (status < 400 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
-        const stream = res.stream
-        reply.raw.once('close', () => {
-          if (reply.raw.writableFinished) return
-          const reason = cutReason(stream, reply.raw)
-          request.upstreamCut = reason
-          hooks.onCut?.(target.upstream.name, reason)
-          hooks.onUnfinished?.(request, reply)
-        })
-        reply.send(stream)
+        if (entry !== undefined) keepAndSend(request, reply, target, status, res.stream)
+        else streamOn(request, reply, target, res.stream, res.stream)
       }
 
       const onError = (reply: FastifyReply, { error }: { error: Error & { cause?: unknown } }): void => {
@@ -238,22 +430,33 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         // reply-from wraps what failed; the interceptors' codes are on the cause.
         const failure = target.upstream.failure(error.cause ?? error)
         observe(request, target, failure.outcome, null)
-        reply.send(refusal(target.upstream, failure, callerOf(request).principal))
+        const refused = refusal(target.upstream, failure, callerOf(request).principal)
+        settle(request, failure.outcome, () => reply.send(refused))
       }
 
-      const rewriteRequestHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders): Record<string, string> => {
-        const out = serviceRequestHeaders(request, call, targetOf(request).token)
-        out.host = headers.host as string
-        if (request.body !== undefined) {
-          // reply-from counted the body it sends; its type is plain JSON, whatever the partner's spelling.
-          out['content-type'] = JSON_MEDIA_TYPE
-          out['content-length'] = String(headers['content-length'])
-        }
+      /** 431 when the service's request head would be over what services take. */
+      const checkHeadSize = (request: FastifyRequest, out: Record<string, string>): void => {
         const size = headSize(request.method, `${request.upstreamPath as string}${request.upstreamQuery as string}`, out)
         if (size > MAX_HEAD_BYTES) {
           throw new ApiError('REQUEST_HEADERS_TOO_LARGE',
             `With the headers the gateway adds, this request comes to ${size} bytes of headers; at most ${MAX_HEAD_BYTES} are accepted. Send shorter Accept, Accept-Language or query values.`)
         }
+      }
+
+      const serviceHeaders = (request: FastifyRequest, host: string, length: string | undefined): Record<string, string> => {
+        const out = serviceRequestHeaders(request, call, targetOf(request).token)
+        out.host = host
+        if (request.body !== undefined) {
+          // reply-from counted the body it sends; its type is plain JSON, whatever the partner's spelling.
+          out['content-type'] = JSON_MEDIA_TYPE
+          out['content-length'] = String(length)
+        }
+        return out
+      }
+
+      const rewriteRequestHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders): Record<string, string> => {
+        const out = serviceHeaders(request, headers.host as string, headers['content-length'] as string | undefined)
+        checkHeadSize(request, out)
         return out
       }
 
@@ -301,7 +504,7 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
             onResponse,
             onError,
           },
-          handler: (request: FastifyRequest, reply: FastifyReply, _dest: string, replyOptions: object) => {
+          handler: async (request: FastifyRequest, reply: FastifyReply, _dest: string, replyOptions: object) => {
             const params: Record<string, string> = { ...(request.params as Record<string, string>) }
             for (const name of uuidParams) params[name] = (params[name] as string).toLowerCase()
             if (request.propertyId !== null) params.propertyId = request.propertyId
@@ -310,6 +513,12 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
             request.upstreamQuery = queryOf(request.query as object, request.parsedQuery ?? {})
             request.upstreamStartedAt = performance.now()
             const body = request.body as Buffer | undefined
+            if (idempotency !== undefined && request.idempotencyKey !== null && idempotencyOf(policy, request.method) !== undefined) {
+              // Every refusal of the gateway's own comes before the record (README, "Safe retries
+              // of writes"): the head's size too, measured as the call will send it.
+              checkHeadSize(request, serviceHeaders(request, new URL(targetOf(request).origin).host, body === undefined ? undefined : String(body.length)))
+              if (await claim(request, reply)) return reply
+            }
             const options: object = body === undefined
               ? { ...replyOptions, getUpstream: serviceUrl }
               : { ...replyOptions, getUpstream: serviceUrl, body, contentType: JSON_MEDIA_TYPE }

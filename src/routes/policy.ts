@@ -9,6 +9,12 @@ export type Method = (typeof METHODS)[number]
 /** Methods that carry a request body; the others (and HEAD) take none. */
 export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH'])
 
+/** Methods whose retries an `Idempotency-Key` makes safe on declared routes (README, "Safe retries"). */
+export const IDEMPOTENCY_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH'])
+
+/** `optional`: a POST or PATCH may carry an Idempotency-Key; `required`: it must. */
+export type IdempotencyRule = 'optional' | 'required'
+
 /** Methods that may be retried after a connection error (RFC 9110 9.2.2). */
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PUT', 'DELETE'])
 
@@ -57,6 +63,13 @@ export interface RoutePolicy {
   readonly forward?: { readonly upstream: string; readonly path: string }
   /** The scope each method needs (HEAD: GET's); empty on routes that take no credential. */
   readonly scopes: Readonly<Partial<Record<Method, string>>>
+  /** Declared routes with POST or PATCH: whether those methods need an Idempotency-Key. */
+  readonly idempotency?: IdempotencyRule
+}
+
+/** The Idempotency-Key rule of `method` on the route of `policy`; undefined where the header is ignored. */
+export function idempotencyOf(policy: RoutePolicy, method: string): IdempotencyRule | undefined {
+  return IDEMPOTENCY_METHODS.has(method) ? policy.idempotency : undefined
 }
 
 /** `<resource>:<action>`, e.g. `guests:read`. */
@@ -151,6 +164,9 @@ export function policyProblems(policy: RoutePolicy): string[] {
   for (const method of Object.keys(policy.scopes)) {
     if (!policy.auth) problems.push('takes no credential but names a scope')
     else if (!policy.methods.includes(method as Method)) problems.push(`names a scope for ${method}, which it does not take`)
+  }
+  if (policy.idempotency !== undefined && (policy.kind !== 'proxy' || !policy.methods.some((m) => IDEMPOTENCY_METHODS.has(m)))) {
+    problems.push('idempotency applies only to declared routes with POST or PATCH')
   }
   if (policy.kind === 'proxy') {
     // The property comes from Service-Property-Id alone, once checked; a path parameter of that
