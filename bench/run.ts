@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { RedisKeyStore } from '../src/keys/store.js'
+import { redisAnswers } from '../src/redis.js'
 import { benchAuth } from './auth.js'
 import { freePort } from './ports.js'
 import { benchTracing } from './tracing.js'
@@ -135,7 +136,15 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   return { url, pid: child.pid as number }
 }
 
-interface Target { url: string; headers: Record<string, string>; pid: number }
+interface Target {
+  url: string
+  headers: Record<string, string>
+  pid: number
+  method?: 'POST'
+  body?: string
+  /** A new Idempotency-Key on every request. */
+  newKeys?: boolean
+}
 interface Measure {
   answers: number
   rps: number
@@ -163,8 +172,13 @@ async function load(target: Target, connections: number, size: { amount: number 
   // sampling tick): the server's idle time after the round is not part of it.
   let end: { at: bigint; cpu: number; driver: NodeJS.CpuUsage } | undefined
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    let sent = 0
     const instance = autocannon({
       url: target.url, headers: target.headers, connections, pipelining: 1, sampleInt: 100,
+      ...(target.method === undefined ? {} : { method: target.method, body: target.body }),
+      ...(target.newKeys === true
+        ? { requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `bench-${process.pid}-${Date.now()}-${(sent += 1)}` } }) }] }
+        : {}),
       ...('amount' in size ? { amount: size.amount } : { duration: size.seconds }),
     }, (error: unknown, done: autocannon.Result) => (error === null || error === undefined ? resolve(done) : reject(error as Error)))
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
@@ -212,7 +226,19 @@ function medianOf(list: Measure[]): Measure {
 const round1 = (n: number): number => Math.round(n * 10) / 10
 const round2 = (n: number): number => Math.round(n * 100) / 100
 
-interface Call { path: string; headers: Record<string, string> }
+interface Call {
+  path: string
+  headers: Record<string, string>
+  method?: 'POST'
+  body?: string
+  /** A new Idempotency-Key on every request (the header is not in `headers`). */
+  newKeys?: boolean
+}
+
+/** What a row's call sends, as autocannon's target. */
+function sendOf(call: Call): Pick<Target, 'method' | 'body' | 'newKeys'> {
+  return { ...(call.method === undefined ? {} : { method: call.method, body: call.body }), ...(call.newKeys === true ? { newKeys: true } : {}) }
+}
 
 /**
  * One row: a gateway configuration and a request to it, the answer it must give, and its
@@ -251,6 +277,11 @@ interface Soak { scenario: string; seconds: number; rssFirstMiB: number; rssEndM
 
 const REFERENCE_NAMES = { replay: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy', gateway: 'gateway, tracing off' } as const
 const KEY_ROW = 'GET /v1/properties/{id}, cache hit, rate limiter on'
+const IDEMPOTENCY_ROWS = {
+  plain: 'POST /v1/guests, declared route, no Idempotency-Key',
+  newKey: 'POST /v1/guests, declared route, a new Idempotency-Key each time',
+  replay: 'POST /v1/guests, declared route, Idempotency-Key replayed',
+} as const
 const TOKEN_ROW = 'GET /v1/properties/{id}, cache hit, access token remembered'
 
 async function main(): Promise<void> {
@@ -305,6 +336,14 @@ async function main(): Promise<void> {
     'traced-100': async () => startGateway('traced-100', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp(), OTEL_TRACES_SAMPLER_ARG: '1' }),
     'no-limiter': () => startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } }),
     uncached: () => startGateway('uncached', pmsUrl, { cache: { ttlMs: 0 } }),
+    // Writes through a declared route: POST /v1/guests, with and without Idempotency-Key.
+    'declared-writes': async () => {
+      const service = await startService()
+      return startGateway('declared-writes', pmsUrl, {
+        upstreams: { bookings: { url: service, tokenHeader: 'X-Service-Token' } },
+        routes: [{ path: '/v1/guests', methods: ['POST'], scope: 'brand', upstream: 'bookings', upstreamPath: '/partner/v1/guests', body: { maxBytes: 65536 } }],
+      }, { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN })
+    },
     declared: async () => {
       const service = await startService()
       return startGateway('declared', pmsUrl, {
@@ -393,6 +432,16 @@ async function main(): Promise<void> {
   // A declared pass-through route against bare @fastify/http-proxy in front of the same
   // service (which does none of the checks).
   allScenarios.push({ name: 'GET /v1/guests, declared pass-through route', gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, reference: { kind: 'proxy' }, connections: CONNECTIONS, amount: AMOUNT, soak: true })
+  // Writes: a POST without a key, with a new key each time (the claim and the keeping of the
+  // answer), and a replay of one kept answer, each against bare @fastify/http-proxy in front of
+  // the same service. Fewer requests: each one the service does creates a guest.
+  const guest = { method: 'POST', body: '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}', path: '/v1/guests' } as const
+  const writeHeaders = { ...auth, 'content-type': 'application/json' }
+  allScenarios.push(
+    { name: IDEMPOTENCY_ROWS.plain, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders }, status: 201, reference: { kind: 'proxy' }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: IDEMPOTENCY_ROWS.newKey, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders, newKeys: true }, status: 201, reference: { kind: 'proxy' }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: IDEMPOTENCY_ROWS.replay, gateway: 'declared-writes', call: { ...guest, headers: { ...writeHeaders, 'idempotency-key': `bench-replayed-${PREFIX}` } }, status: 201, reference: { kind: 'proxy' }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+  )
   const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => s.name.toLowerCase().includes(ONLY))
   const calibrating = ONLY === undefined || 'calibration'.includes(ONLY)
   if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
@@ -402,7 +451,8 @@ async function main(): Promise<void> {
   for (const s of scenarios) {
     const server = await gateway(s.gateway)
     await s.prepare?.(server)
-    const res = await request(`${server.url}${s.call.path}`, { headers: s.call.headers })
+    const headers = s.call.newKeys === true ? { ...s.call.headers, 'idempotency-key': `bench-first-${PREFIX}` } : s.call.headers
+    const res = await request(`${server.url}${s.call.path}`, { method: s.call.method ?? 'GET', headers, body: s.call.body })
     const body = await res.body.text()
     if (res.statusCode !== s.status) throw new Error(`${s.name}: the gateway answered ${res.statusCode}, not ${s.status}: ${body.slice(0, 300)}`)
     if (s.reference.kind !== 'replay') continue
@@ -434,8 +484,8 @@ async function main(): Promise<void> {
     const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'gateway' ? await gateway(ref.gateway) : referenceServer) as Server
     const reference: Target = ref.kind === 'pms'
       ? { url: `${pmsUrl}${ref.call.path}`, headers: ref.call.headers, pid: pms.pid as number }
-      : { url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid }
-    targets.set(s.name, { gateway: { url: `${server.url}${s.call.path}`, headers: s.call.headers, pid: server.pid }, reference })
+      : { url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid, ...sendOf(s.call) }
+    targets.set(s.name, { gateway: { url: `${server.url}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call) }, reference })
   }
 
   const measured = new Map<string, { gateway: Measure[]; ref: Measure[] }>()
@@ -474,6 +524,8 @@ async function main(): Promise<void> {
   })
 
   const calibration = calibrating ? await calibrate() : undefined
+  const roundTrips = scenarios.some((x) => (Object.values(IDEMPOTENCY_ROWS) as string[]).includes(x.name))
+    ? await idempotencyRoundTrips(pmsUrl, startService) : undefined
 
   const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
@@ -494,9 +546,86 @@ async function main(): Promise<void> {
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
   report({
     machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
-    auth: authCost, tracing: tracingCost, warnings,
+    auth: authCost, tracing: tracingCost, warnings, roundTrips,
   })
   await redis.quit()
+}
+
+/** Redis commands that are no request's work: health probes, connection set-up, this count itself. */
+const NOT_A_REQUEST = new Set(['ping', 'echo', 'info', 'client', 'hello', 'select', 'subscribe', 'ssubscribe', 'psubscribe', 'command', 'cluster', 'config'])
+
+interface RoundTrips { requests: number; plain: number; newKey: number; replay: number }
+
+/**
+ * Redis round trips per write request: a gateway on a Redis server of its own (nobody else's
+ * commands in its count), the same POST without a key, with a new key each time and replayed,
+ * sent one after another; every command a client sent (MONITOR, script-internal commands
+ * left out) that is a request's work counted. The rate limiter's leases are in all three.
+ */
+async function idempotencyRoundTrips(pmsUrl: string, startService: () => Promise<string>): Promise<RoundTrips> {
+  const port = await freePort()
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  children.push(server)
+  const url = `redis://127.0.0.1:${port}`
+  for (let i = 0; i < 100 && !(await redisAnswers(url)); i += 1) await new Promise((r) => setTimeout(r, 50))
+  const redis = new Redis(url)
+  try {
+    const { key } = await new RedisKeyStore(redis, PREFIX).create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench-round-trips' })
+    const gatewayServer = await startGateway('round-trips', pmsUrl, {
+      upstreams: { bookings: { url: await startService(), tokenHeader: 'X-Service-Token' } },
+      routes: [{ path: '/v1/guests', methods: ['POST'], scope: 'brand', upstream: 'bookings', upstreamPath: '/partner/v1/guests', body: { maxBytes: 65536 } }],
+    }, { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN, REDIS_URL: url })
+    // MONITOR shows each command a client sent, and apart (source "lua") those a script ran:
+    // a client's commands are its round trips.
+    const monitor = await redis.monitor()
+    let sentByClients = 0
+    const markers = new Map<string, () => void>()
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      const name = String(args[0]).toLowerCase()
+      if (name === 'echo') markers.get(String(args[1]))?.()
+      if (source !== 'lua' && !NOT_A_REQUEST.has(name)) sentByClients += 1
+    })
+    const commands = async (): Promise<number> => {
+      // MONITOR lines come in the order the commands ran: once a marker's line is in, every
+      // command before it is counted.
+      const marker = randomUUID()
+      const seen = new Promise<void>((resolve) => markers.set(marker, resolve))
+      await redis.echo(marker)
+      await seen
+      return sentByClients
+    }
+    const requests = 500
+    let n = 0
+    const send = async (idempotencyKey: string | undefined): Promise<void> => {
+      const res = await request(`${gatewayServer.url}/v1/guests`, {
+        method: 'POST', body: '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}',
+        headers: { authorization: `Bearer ${key}`, 'user-agent': 'bench/1.0', 'content-type': 'application/json', ...(idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey }) },
+      })
+      await res.body.dump()
+      if (res.statusCode !== 201) throw new Error(`round trips: the gateway answered ${res.statusCode}`)
+    }
+    const perRequest = async (key: () => string | undefined): Promise<number> => {
+      // Warm: the key cached, the scripts loaded, a quota lease taken.
+      for (let i = 0; i < 20; i += 1) await send(key())
+      const before = await commands()
+      for (let i = 0; i < requests; i += 1) await send(key())
+      return round2((await commands() - before) / requests)
+    }
+    const plain = await perRequest(() => undefined)
+    const newKey = await perRequest(() => `bench-rt-${(n += 1)}`)
+    const replay = await perRequest(() => 'bench-rt-replayed')
+    monitor.disconnect()
+    return { requests, plain, newKey, replay }
+  } finally {
+    redis.disconnect()
+  }
+}
+
+function roundTripsLine(r: RoundTrips): string {
+  return `Redis round trips per POST through a declared route (a Redis of its own, the commands its clients sent as MONITOR shows them, over ${r.requests} requests one after another): `
+    + `no key ${r.plain.toFixed(2)}; a new Idempotency-Key ${r.newKey.toFixed(2)} (+${(r.newKey - r.plain).toFixed(2)}: the claim, the keeping of the answer; target at most +2: ${r.newKey - r.plain <= 2 ? 'held' : 'missed'}); `
+    + `a replay ${r.replay.toFixed(2)} (+${(r.replay - r.plain).toFixed(2)}: the claim, which reads the kept answer; target at most +1: ${r.replay - r.plain <= 1 ? 'held' : 'missed'}). `
+    + 'The rate limiter\'s leases are in all three.'
 }
 
 /** Microseconds of busy work per answer that the calibration adds to a bare server. */
@@ -541,6 +670,7 @@ interface Results {
   auth: Awaited<ReturnType<typeof benchAuth>>
   tracing: Awaited<ReturnType<typeof benchTracing>>
   warnings: string[]
+  roundTrips: RoundTrips | undefined
 }
 
 function calibrationLine(c: Calibration): string {
@@ -586,6 +716,7 @@ function report(results: Results): void {
     '',
     ...(driver.length === 0 ? [] : [`Load generator (autocannon, one process): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`, '']),
     ...(results.calibration === undefined ? [] : [calibrationLine(results.calibration), '']),
+    ...(results.roundTrips === undefined ? [] : [roundTripsLine(results.roundTrips), '']),
     ...(results.soaks.length === 0
       ? ['Memory soak skipped.']
       : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),
