@@ -338,7 +338,14 @@ describe('the record', () => {
   it('never creates or touches a record for a request the gateway refuses itself (steps 1 to 7)', async () => {
     const idempotencyKey = newKey()
     const withKey = { 'idempotency-key': idempotencyKey }
+    // A key whose quota of one is spent by a read first.
+    const spent = await t.key({ rateLimit: 1 })
+    expect((await call('GET', '/v1/guests?perPage=1', { key: spent })).statusCode).toBe(200)
+    service.received.length = 0
     const refusals: [Answer, number][] = [
+      [await call('POST', '/v1/guests', { body: GUEST, headers: withKey, key: spent }), 429],
+      // A test key, and this gateway's service has no sandbox.
+      [await call('POST', '/v1/guests', { body: GUEST, headers: withKey, key: await t.key({ mode: 'test' }) }), 403],
       [await call('POST', '/v1/guests/', { body: GUEST, headers: withKey }), 400],
       [await call('POST', '/v1/guests', { body: GUEST, headers: { ...withKey, accept: 'text/html' } }), 406],
       [await call('POST', '/v1/guests', { body: GUEST, headers: { ...withKey, 'user-agent': 'x' } }), 400],
@@ -391,13 +398,20 @@ describe('the record', () => {
       await post(idempotencyKey, { url: twin.url, body: '{}' })
       service.setFailure({ mode: 'html-5xx', times: 1 })
       await post(newKey(), { url: twin.url })
+      const slowKey = newKey()
+      service.setFailure({ mode: 'latency', latencyMs: 1000, times: 1 })
+      const slow = post(slowKey, { url: twin.url })
+      expect(await eventually(async () => receivedWith(slowKey) === 1, 10_000)).toBe(true)
+      expect((await post(slowKey, { url: twin.url })).statusCode).toBe(409)
+      expect((await slow).statusCode).toBe(201)
       const text = await twin.gateway.metrics.registry.getSingleMetricAsString('gateway_idempotency_total')
       const lines = text.split('\n').filter((line) => line.startsWith('gateway_idempotency_total{')).sort()
       expect(lines).toEqual([
+        'gateway_idempotency_total{route="/v1/guests",outcome="in_use"} 1',
         'gateway_idempotency_total{route="/v1/guests",outcome="released"} 1',
         'gateway_idempotency_total{route="/v1/guests",outcome="replayed"} 1',
         'gateway_idempotency_total{route="/v1/guests",outcome="reused"} 1',
-        'gateway_idempotency_total{route="/v1/guests",outcome="stored"} 1',
+        'gateway_idempotency_total{route="/v1/guests",outcome="stored"} 2',
       ])
     } finally {
       await twin.close()
