@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp } from '../src/app.js'
 import { errorCatalog, kebabCode, type ErrorCode } from '../src/contract/errors.js'
+import { ERROR_TABLE, expectedError } from './helpers/catalog.js'
 import { ACME_HOST, DOCS_URL, testConfig } from './helpers/config.js'
 import { FakeKeys } from './helpers/fake-keys.js'
 import { captureLogs } from './helpers/logs.js'
@@ -79,9 +80,10 @@ describe('any request', () => {
       expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8')
       expect(Object.keys(body)).toEqual(PROBLEM_FIELDS)
       const code = body.code as ErrorCode
-      expect(Object.keys(errorCatalog)).toContain(code)
+      expect(Object.keys(ERROR_TABLE)).toContain(code)
+      expect(res.statusCode).toBe(expectedError(code).status)
       expect(body).toMatchObject({
-        status: res.statusCode, title: errorCatalog[code].title, moreInfo: errorCatalog[code].tip, requestId,
+        status: expectedError(code).status, title: expectedError(code).title, moreInfo: errorCatalog[code].tip, requestId,
         type: `${DOCS_URL}/errors/${kebabCode(code)}`, instance: sentPath(url), timestamp: expect.stringMatching(TIMESTAMP),
       })
     }), { numRuns: 400 })

@@ -15,13 +15,12 @@ describe('problem bodies', () => {
     })
     const body = problemBody(error, 'https://docs.example.com/a"b', `/v1/${awkward}`, 'req_0123')
     const parsed = JSON.parse(body) as Record<string, unknown>
-    const spec = errorCatalog.INVALID_QUERY_PARAMETER
     expect(parsed).toEqual({
       type: 'https://docs.example.com/a"b/errors/invalid-query-parameter',
-      title: spec.title,
-      status: spec.status,
+      title: 'Invalid query parameter',
+      status: 400,
       detail: awkward,
-      moreInfo: spec.tip,
+      moreInfo: errorCatalog.INVALID_QUERY_PARAMETER.tip,
       instance: `/v1/${awkward}`,
       code: 'INVALID_QUERY_PARAMETER',
       errors: [{ field: awkward, code: 'INVALID_FORMAT', detail: awkward }],

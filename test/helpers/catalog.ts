@@ -1,0 +1,55 @@
+// The error table of the public contract, written out by hand: the tests' own oracle for the
+// status and title of every code. It is deliberately not read from src/contract/errors.ts;
+// test/contract/catalog.test.ts pins the catalog to it, so a change to either side fails.
+
+export interface ExpectedError {
+  readonly status: number
+  readonly title: string
+}
+
+export const ERROR_TABLE: Readonly<Record<string, ExpectedError>> = {
+  UNKNOWN_QUERY_PARAMETER: { status: 400, title: 'Unknown query parameter' },
+  INVALID_QUERY_PARAMETER: { status: 400, title: 'Invalid query parameter' },
+  INVALID_PATH_PARAMETER: { status: 400, title: 'Invalid path parameter' },
+  TRAILING_SLASH_NOT_ALLOWED: { status: 400, title: 'Trailing slash not allowed' },
+  PATH_CASE_MISMATCH: { status: 400, title: 'Path case mismatch' },
+  MISSING_REQUIRED_HEADER: { status: 400, title: 'Missing required header' },
+  INVALID_HEADER: { status: 400, title: 'Invalid header' },
+  HEADER_NOT_ALLOWED: { status: 400, title: 'Header not allowed' },
+  UNEXPECTED_BODY: { status: 400, title: 'Unexpected request body' },
+  MALFORMED_JSON: { status: 400, title: 'Malformed JSON' },
+  MALFORMED_REQUEST: { status: 400, title: 'Malformed request' },
+  MISSING_AUTH_HEADER: { status: 401, title: 'Missing Authorization header' },
+  INVALID_AUTH_HEADER: { status: 401, title: 'Invalid Authorization header' },
+  INVALID_API_KEY: { status: 401, title: 'Invalid API key' },
+  API_KEY_EXPIRED: { status: 401, title: 'API key expired' },
+  INVALID_ACCESS_TOKEN: { status: 401, title: 'Invalid access token' },
+  ACCESS_TOKEN_EXPIRED: { status: 401, title: 'Access token expired' },
+  API_KEY_SUSPENDED: { status: 403, title: 'API key suspended' },
+  BRAND_ACCESS_DENIED: { status: 403, title: 'Brand access denied' },
+  PROPERTY_ACCESS_DENIED: { status: 403, title: 'Property access denied' },
+  TEST_MODE_UNAVAILABLE: { status: 403, title: 'Test mode unavailable' },
+  INSUFFICIENT_SCOPE: { status: 403, title: 'Insufficient scope' },
+  CLIENT_NOT_REGISTERED: { status: 403, title: 'Client not registered' },
+  CLIENT_SUSPENDED: { status: 403, title: 'Client suspended' },
+  ROUTE_NOT_FOUND: { status: 404, title: 'Not found' },
+  PROPERTY_NOT_FOUND: { status: 404, title: 'Property not found' },
+  METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
+  NOT_ACCEPTABLE: { status: 406, title: 'Not acceptable' },
+  REQUEST_TIMEOUT: { status: 408, title: 'Request timeout' },
+  // IDEMPOTENCY_KEY_IN_USE (409) and IDEMPOTENCY_KEY_REUSED (422) join this table with the idempotency feature.
+  PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
+  URI_TOO_LONG: { status: 414, title: 'URI too long' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
+  REQUEST_HEADERS_TOO_LARGE: { status: 431, title: 'Request header fields too large' },
+  RATE_LIMITED: { status: 429, title: 'Too many requests' },
+  INTERNAL_ERROR: { status: 500, title: 'Internal server error' },
+  SERVICE_UNAVAILABLE: { status: 503, title: 'Service unavailable' },
+}
+
+/** The expected status and title of `code`; throws for a code the table does not hold. */
+export function expectedError(code: string): ExpectedError {
+  const entry = ERROR_TABLE[code]
+  if (entry === undefined) throw new Error(`${code} is not in the tests' error table (test/helpers/catalog.ts)`)
+  return entry
+}
