@@ -8,6 +8,7 @@ import { MemorySource } from './helpers/memory-source.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
 import { eventually, keysUnder, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
 import { contractChecked } from './helpers/contract.js'
+import { oneOf, timed, type Timed } from './helpers/window.js'
 
 // Per-key quotas shared by every instance (decisions 6), against real Redis.
 
@@ -43,34 +44,34 @@ describe('rate limits (decisions 6)', () => {
   it('admits exactly the quota, with the RateLimit headers, then answers 429', async () => {
     const key = await newKey(5)
     for (let i = 1; i <= 5; i += 1) {
-      const res = await call(a, key)
+      const { answer: res, secondsLeft } = await timed(3600, async () => call(a, key))
       expectEnvelope(res, { page: 1, perPage: 20, total: 0 })
-      expect({ limit: res.headers['ratelimit-limit'], remaining: res.headers['ratelimit-remaining'] }).toEqual({ limit: '5', remaining: String(5 - i) })
-      expect(Number(res.headers['ratelimit-reset'])).toBeGreaterThan(0)
+      expect({ limit: res.headers['ratelimit-limit'], remaining: res.headers['ratelimit-remaining'], reset: res.headers['ratelimit-reset'] })
+        .toEqual({ limit: '5', remaining: String(5 - i), reset: expect.stringMatching(oneOf(secondsLeft)) })
     }
-    const refused = await call(a, key)
-    const reset = refused.headers['ratelimit-reset'] as string
+    const { answer: refused, secondsLeft } = await timed(3600, async () => call(a, key))
     expectProblem(refused, {
       code: 'RATE_LIMITED', instance: '/v1/properties',
-      headers: { 'ratelimit-limit': '5', 'ratelimit-remaining': '0', 'ratelimit-reset': reset, 'retry-after': reset },
-      detail: `This API key may make 5 requests per 3600 seconds; the quota resets in ${reset} seconds.`,
+      headers: { 'ratelimit-limit': '5', 'ratelimit-remaining': '0', 'ratelimit-reset': oneOf(secondsLeft), 'retry-after': oneOf(secondsLeft) },
+      detail: new RegExp(`^This API key may make 5 requests per 3600 seconds; the quota resets in (?:${secondsLeft.join('|')}) seconds\\.$`),
     })
+    // One instant, one number: the two headers agree.
+    expect(refused.headers['retry-after']).toBe(refused.headers['ratelimit-reset'])
   })
 
   it('sends the draft\'s RateLimit-Policy and RateLimit beside the three headers, as RFC 9651 structured fields', async () => {
     const key = await newKey(3)
     for (let i = 1; i <= 3; i += 1) {
-      const res = await call(a, key)
+      const { answer: res, secondsLeft } = await timed(3600, async () => call(a, key))
       expect(res.statusCode).toBe(200)
-      const reset = res.headers['ratelimit-reset'] as string
-      expect({ policy: res.headers['ratelimit-policy'], left: res.headers.ratelimit, remaining: res.headers['ratelimit-remaining'] })
-        .toEqual({ policy: '"default";q=3;w=3600', left: `"default";r=${3 - i};t=${reset}`, remaining: String(3 - i) })
+      expect({ policy: res.headers['ratelimit-policy'], left: res.headers.ratelimit, remaining: res.headers['ratelimit-remaining'] }).toEqual({
+        policy: '"default";q=3;w=3600', left: expect.stringMatching(new RegExp(`^"default";r=${3 - i};t=(?:${secondsLeft.join('|')})$`)), remaining: String(3 - i),
+      })
     }
-    const refused = await call(a, key)
-    const reset = refused.headers['ratelimit-reset'] as string
+    const { answer: refused, secondsLeft } = await timed(3600, async () => call(a, key))
     expectProblem(refused, {
       code: 'RATE_LIMITED', instance: '/v1/properties',
-      headers: { 'ratelimit-policy': '"default";q=3;w=3600', ratelimit: `"default";r=0;t=${reset}`, 'retry-after': reset },
+      headers: { 'ratelimit-policy': '"default";q=3;w=3600', ratelimit: new RegExp(`^"default";r=0;t=(?:${secondsLeft.join('|')})$`), 'retry-after': oneOf(secondsLeft) },
     })
   })
 
@@ -130,21 +131,22 @@ describe('the window', () => {
     await removePrefix(redis, windowPrefix)
   })
 
-  it('resets when the window ends', async () => {
+  it('says how long until the window ends, and admits again once it has', async () => {
     const key = (await new RedisKeyStore(redis, windowPrefix).create({ brand: 'acme', mode: 'live', properties: '*' })).key
-    // Wait for a fresh window, so the two requests below share one.
-    const first = await call(g, key)
-    if (first.headers['ratelimit-remaining'] === '0') await new Promise((r) => setTimeout(r, Number(first.headers['ratelimit-reset']) * 1000))
-    let refused
-    for (let i = 0; i < 3 && refused === undefined; i += 1) {
-      const res = await call(g, key)
-      if (res.statusCode === 429) refused = res
+    // Two requests a window are admitted; the first refusal comes within three calls, four
+    // when a window ends between them.
+    let refused: Timed<Awaited<ReturnType<typeof call>>> | undefined
+    for (let i = 0; i < 4 && refused === undefined; i += 1) {
+      const attempt = await timed(2, async () => call(g, key))
+      if (attempt.answer.statusCode === 429) refused = attempt
     }
-    expect(refused?.statusCode).toBe(429)
-    const retryAfter = Number(refused?.headers['retry-after'])
-    expect(retryAfter).toBeGreaterThanOrEqual(1)
-    expect(retryAfter).toBeLessThanOrEqual(2)
-    expect(await eventually(async () => (await call(g, key)).statusCode === 200, 3000, 100)).toBe(true)
+    expect(refused?.answer.statusCode).toBe(429)
+    const { answer, secondsLeft } = refused as Timed<Awaited<ReturnType<typeof call>>>
+    expectProblem(answer, {
+      code: 'RATE_LIMITED', instance: '/v1/properties',
+      headers: { 'ratelimit-limit': '2', 'ratelimit-remaining': '0', 'ratelimit-reset': oneOf(secondsLeft), 'retry-after': oneOf(secondsLeft) },
+    })
+    expect(await eventually(async () => (await call(g, key)).statusCode === 200, 5000, 100)).toBe(true)
   })
 })
 

@@ -18,7 +18,8 @@ export interface ExpectedProblem {
   detail?: string | RegExp
   errors?: FieldError[]
   docsUrl?: string
-  headers?: Record<string, string>
+  /** Each header's value, or a pattern it must match. */
+  headers?: Record<string, string | RegExp>
   /** The status, where the test states it; else the one of the tests' own error table. */
   status?: number
 }
@@ -38,7 +39,9 @@ export function expectProblem(res: Answer, expected: ExpectedProblem): void {
   expect(res.headers['service-correlation-id']).toBeUndefined()
   const requestId = res.headers['service-request-id']
   expect(requestId).toMatch(REQUEST_ID)
-  for (const [name, value] of Object.entries(expected.headers ?? {})) expect(res.headers[name]).toBe(value)
+  for (const [name, value] of Object.entries(expected.headers ?? {})) {
+    expect(res.headers[name], name).toEqual(typeof value === 'string' ? value : expect.stringMatching(value))
+  }
   const detail = expected.detail === undefined ? expect.any(String)
     : typeof expected.detail === 'string' ? expected.detail : expect.stringMatching(expected.detail)
   expect(JSON.parse(res.body)).toEqual({

@@ -3,8 +3,8 @@ import { connect } from 'node:net'
 export interface RawAnswer {
   /** Everything the server wrote before it closed the connection. */
   text: string
-  /** Milliseconds from the first byte sent to the close. */
-  closedAfterMs: number
+  /** How many of the parts were written before the server closed the connection. */
+  partsSent: number
 }
 
 /**
@@ -13,21 +13,21 @@ export interface RawAnswer {
  */
 export function rawExchange(port: number, parts: string[], gapMs = 0): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
-    let started = 0
+    let partsSent = 0
     const chunks: Buffer[] = []
     const socket = connect(port, '127.0.0.1', () => {
-      started = Date.now()
       void (async () => {
         for (const [i, part] of parts.entries()) {
           if (socket.destroyed || socket.writableEnded) return
           if (part !== '') socket.write(part)
+          partsSent += 1
           if (gapMs > 0 && i < parts.length - 1) await new Promise((r) => setTimeout(r, gapMs))
         }
       })()
     })
     socket.on('data', (c: Buffer) => chunks.push(c))
     socket.on('error', (error: NodeJS.ErrnoException) => { if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') reject(error) })
-    socket.on('close', () => resolve({ text: Buffer.concat(chunks).toString('utf8'), closedAfterMs: Date.now() - started }))
+    socket.on('close', () => resolve({ text: Buffer.concat(chunks).toString('utf8'), partsSent }))
   })
 }
 

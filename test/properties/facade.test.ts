@@ -5,6 +5,7 @@ import { toUtcMillis } from '../../src/properties/mapping.js'
 import { PMS_TOKEN, TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectEnvelope, expectProblem } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
+import { oneOf, secondsBetween } from '../helpers/window.js'
 
 // The properties facade against the stand-in PMS over real sockets and real Redis:
 // decisions 4 (what a key may see) and 5 (every way the PMS fails).
@@ -326,11 +327,13 @@ describe('calls in flight', () => {
 })
 
 describe('the circuit breaker', () => {
+  // Long enough that a stalled second between opening and asking again does not half-open it.
+  const RESET_MS = 3000
   let t: TestGateway
   let key: string
   beforeAll(async () => {
     t = await TestGateway.start({
-      config: { breaker: { errorThresholdPercentage: 50, volumeThreshold: 4, resetTimeoutMs: 1500, rollingCountTimeoutMs: 10_000 } },
+      config: { breaker: { errorThresholdPercentage: 50, volumeThreshold: 4, resetTimeoutMs: RESET_MS, rollingCountTimeoutMs: 10_000 } },
     })
     key = await t.key()
   })
@@ -340,18 +343,28 @@ describe('the circuit breaker', () => {
     const id = activeIds(t.pms, 'ACME')[2] as string
     t.pms.setFailure({ mode: 'html-5xx', status: 503 })
     const failed = []
-    for (let i = 0; i < 4; i += 1) failed.push(remember(await t.get(`/v1/properties/${id}`, key)))
+    for (let i = 0; i < 3; i += 1) failed.push(remember(await t.get(`/v1/properties/${id}`, key)))
+    // The fourth failure opens the circuit, at some instant between these two readings.
+    const opening = Date.now()
+    failed.push(remember(await t.get(`/v1/properties/${id}`, key)))
+    const opened = Date.now()
     const client = t.gateway.upstreams?.all[0]?.client.upstream
     expect({ state: client?.state, statuses: failed.map((r) => r.statusCode), stats: client?.breaker.stats })
       .toMatchObject({ state: 'open', statuses: [503, 503, 503, 503] })
     const before = t.pms.received.length
+    const asking = Date.now()
     const open = remember(await t.get(`/v1/properties/${id}`, key))
-    expectProblem(open, { code: 'SERVICE_UNAVAILABLE', instance: `/v1/properties/${id}`, headers: { 'retry-after': '2' } })
+    const answered = Date.now()
+    // Retry-After: the whole seconds until the circuit half-opens, RESET_MS after it opened.
+    expectProblem(open, {
+      code: 'SERVICE_UNAVAILABLE', instance: `/v1/properties/${id}`,
+      headers: { 'retry-after': oneOf(secondsBetween(opening + RESET_MS - answered, opened + RESET_MS - asking)) },
+    })
     // Failing fast: the PMS was not asked.
     expect(t.pms.received.length).toBe(before)
 
     t.pms.setFailure(undefined)
-    expect(await eventually(async () => remember(await t.get(`/v1/properties/${id}`, key)).statusCode === 200, 4000, 100)).toBe(true)
+    expect(await eventually(async () => remember(await t.get(`/v1/properties/${id}`, key)).statusCode === 200, RESET_MS + 5000, 100)).toBe(true)
     expect(t.gateway.upstreams?.all[0]?.client.upstream.state).toBe('closed')
   })
 })

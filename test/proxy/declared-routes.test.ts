@@ -15,6 +15,7 @@ import { checkAnswer } from '../helpers/contract.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
+import { oneOf, secondsBetween, timed } from '../helpers/window.js'
 
 // Declared routes (routes.md) over real sockets: the gateway with the routes of the shipped
 // config file, the stand-in PMS (and its sandbox) and the stand-in service (and its sandbox).
@@ -250,11 +251,11 @@ describe('order of checks: steps 4 to 6', () => {
     const first = await call('GET', '/v1/guests?perPage=1', { key: limited })
     expect({ limit: first.headers['ratelimit-limit'], remaining: first.headers['ratelimit-remaining'] }).toEqual({ limit: '1', remaining: '0' })
     expect(JSON.parse(first.body).data).toEqual(all.slice(0, 1))
-    const refused = await call('GET', '/v1/guests?perPage=1', { key: limited })
-    const reset = refused.headers['ratelimit-reset'] as string
+    // The shipped config's window: 60 s.
+    const { answer: refused, secondsLeft } = await timed(60, async () => call('GET', '/v1/guests?perPage=1', { key: limited }))
     expectProblem(refused, {
       code: 'RATE_LIMITED', instance: '/v1/guests',
-      headers: { 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': reset, 'retry-after': reset },
+      headers: { 'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': oneOf(secondsLeft), 'retry-after': oneOf(secondsLeft) },
     })
     expect(service.received).toHaveLength(1)
   })
@@ -588,6 +589,8 @@ describe('HEAD, operations and streaming', () => {
 })
 
 describe('a service that fails', () => {
+  // Long enough that a stalled second between opening and asking again does not half-open it.
+  const RESET_MS = 3000
   let g: TestGateway
   let down: MockService
   let gKey: string
@@ -595,7 +598,7 @@ describe('a service that fails', () => {
     down = await new MockService({ token: SERVICE_TOKEN }).listen()
     g = await TestGateway.start({
       config: {
-        upstreams: { bookings: { url: down.url, tokenHeader: 'X-Service-Token', timeoutMs: 1000, breaker: { volumeThreshold: 4, resetTimeoutMs: 1500 } } } as FileConfigInput['upstreams'],
+        upstreams: { bookings: { url: down.url, tokenHeader: 'X-Service-Token', timeoutMs: 1000, breaker: { volumeThreshold: 4, resetTimeoutMs: RESET_MS } } } as FileConfigInput['upstreams'],
         routes: shipped.routes,
       },
       env: { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
@@ -617,18 +620,28 @@ describe('a service that fails', () => {
 
   it('opens its own breaker only: the properties API keeps answering', async () => {
     down.setFailure({ mode: 'html-5xx', status: 503 })
-    for (let i = 0; i < 4; i += 1) await get('/v1/guests')
+    for (let i = 0; i < 3; i += 1) await get('/v1/guests')
+    // The fourth failure opens the circuit, at some instant between these two readings.
+    const opening = Date.now()
+    await get('/v1/guests')
+    const opened = Date.now()
     const bookings = g.gateway.services.get('bookings').live.upstream
     expect(bookings.state).toBe('open')
     const before = down.received.length
+    const asking = Date.now()
     const open = await get('/v1/guests')
-    expectProblem(open, { code: 'SERVICE_UNAVAILABLE', instance: '/v1/guests', headers: { 'retry-after': '2' } })
+    const answered = Date.now()
+    // Retry-After: the whole seconds until the circuit half-opens, RESET_MS after it opened.
+    expectProblem(open, {
+      code: 'SERVICE_UNAVAILABLE', instance: '/v1/guests',
+      headers: { 'retry-after': oneOf(secondsBetween(opening + RESET_MS - answered, opened + RESET_MS - asking)) },
+    })
     expect(down.received.length).toBe(before)
     expect(g.gateway.upstreams?.all[0]?.client.upstream.state).toBe('closed')
     const properties = await get('/v1/properties?perPage=1')
     expect(properties.statusCode).toBe(200)
     down.setFailure(undefined)
-    expect(await eventually(async () => (await get('/v1/guests?perPage=1')).statusCode === 200, 5000, 100)).toBe(true)
+    expect(await eventually(async () => (await get('/v1/guests?perPage=1')).statusCode === 200, RESET_MS + 5000, 100)).toBe(true)
     expect(bookings.state).toBe('closed')
   })
 
