@@ -29,7 +29,8 @@ beforeAll(async () => {
     brands: [{ id: 'acme', chainCode: 'ACME', hosts: [ACME_HOST] }],
     cache: { ttlMs: 0 },
     loadShedding: { maxEventLoopDelayMs: 0 },
-    shutdown: { drainMs: 600, timeoutMs: 8000 },
+    // A drain long enough for the checks below on a busy machine.
+    shutdown: { drainMs: 2000, timeoutMs: 8000 },
   }))
 })
 
@@ -75,12 +76,15 @@ describe('graceful shutdown', () => {
     // Requests in flight when the signal comes: the PMS takes 1.2 s to answer each.
     pms.setFailure({ mode: 'latency', latencyMs: 1200 })
     const id = String(pms.hotels.find((h) => h.chain_code === 'ACME')?.hotel_uuid)
+    const asked = pms.received.length
     const inFlight = Array.from({ length: 5 }, async () => get(`/v1/properties/${id}`))
-    await new Promise((r) => setTimeout(r, 200))
+    // In flight: every one of them has reached the PMS, which holds it.
+    expect(await eventually(async () => pms.received.length === asked + 5, 10_000)).toBe(true)
     child.kill('SIGTERM')
-    await new Promise((r) => setTimeout(r, 100))
 
-    const health = await get('/v1/health')
+    // The signal arrives when it arrives: wait for the health answer to turn.
+    let health = { status: 0, headers: {} as Record<string, unknown>, body: '' }
+    expect(await eventually(async () => (health = await get('/v1/health')).status !== 200, 2000)).toBe(true)
     expect({ status: health.status, body: health.body, connection: health.headers.connection }).toEqual({ status: 503, body: '{"status":"unhealthy"}', connection: 'close' })
     // Still served while draining.
     pms.setFailure(undefined)
