@@ -37,9 +37,12 @@ export const UNHEALTHY = '{"status":"unhealthy"}'
 
 export async function healthRoutes(app: FastifyInstance): Promise<void> {
   app.get(builtInRoutes.health.path, { config: { policy: builtInRoutes.health } }, (request, reply) => {
-    if (request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
     reply.type('application/json; charset=utf-8')
-    if (app.health.healthy) return reply.send(OK)
+    if (app.health.healthy) {
+      // Echoed on successes only (decisions 2): not on the 503 below.
+      if (request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
+      return reply.send(OK)
+    }
     return reply.code(503).header('retry-after', '1').send(UNHEALTHY)
   })
 }

@@ -441,9 +441,11 @@ describe('health (decisions 7)', () => {
 
   it('answers 503 {"status":"unhealthy"} with Retry-After while a condition fails', async () => {
     health.draining = true
-    const res = await get('/v1/health', {}).finally(() => { health.draining = false })
+    const res = await get('/v1/health', { 'service-correlation-id': 'lb-2' }).finally(() => { health.draining = false })
     expect(res.statusCode).toBe(503)
     expect(res.headers['retry-after']).toBe('1')
+    // No success: no correlation id echoed.
+    expect(res.headers['service-correlation-id']).toBeUndefined()
     expect(res.body).toBe('{"status":"unhealthy"}')
   })
 

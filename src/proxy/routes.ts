@@ -418,8 +418,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
           const mapped = mapLinks(link, locations)
           if (mapped !== undefined) reply.header('link', mapped)
         }
-        // A correlation id is echoed on successes only (decisions 2).
-        if (status < 400 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
+        // A correlation id is echoed on successes only (decisions 2): 2xx, not a redirect.
+        if (status >= 200 && status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
         if (entry !== undefined) keepAndSend(request, reply, target, status, res.stream)
         else streamOn(request, reply, target, res.stream, res.stream)
       }

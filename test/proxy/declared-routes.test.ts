@@ -429,22 +429,25 @@ describe('what the partner receives', () => {
 
   it('passes a 204 with no body', async () => {
     service.setFailure({ mode: 'no-content', times: 1 })
-    const res = await call('PATCH', guestPath(), { body: '{}' })
+    const res = await call('PATCH', guestPath(), { body: '{}', headers: { 'service-correlation-id': 'corr-204' } })
     expect({ status: res.statusCode, body: res.body, type: res.headers['content-type'] }).toEqual({ status: 204, body: '', type: undefined })
+    // A success: the correlation id is echoed.
+    expect(res.headers['service-correlation-id']).toBe('corr-204')
     expect(res.headers['service-request-id']).toMatch(REQUEST_ID)
     expectOnlyAllowedHeaders(res)
   })
 
   it('passes a redirect with its Location mapped to the public path', async () => {
     service.setFailure({ mode: 'redirect', times: 1 })
-    const res = await call('GET', '/v1/guests')
-    expect({ status: res.statusCode, location: res.headers.location, body: res.body })
-      .toEqual({ status: 302, location: `/v1/guests/${(service.guestsOf('acme')[0] as Guest).id}`, body: '' })
+    const res = await call('GET', '/v1/guests', { headers: { 'service-correlation-id': 'corr-302' } })
+    // A redirect is no success: the correlation id is echoed on 2xx only.
+    expect({ status: res.statusCode, location: res.headers.location, body: res.body, correlation: res.headers['service-correlation-id'] })
+      .toEqual({ status: 302, location: `/v1/guests/${(service.guestsOf('acme')[0] as Guest).id}`, body: '', correlation: undefined })
   })
 
   it("passes the service's problem+json 4xx on: 404 and 422 with its field errors", async () => {
     const missing = '00000000-0000-4000-8000-000000000001'
-    const notFound = await call('GET', `/v1/guests/${missing}`)
+    const notFound = await call('GET', `/v1/guests/${missing}`, { headers: { 'service-correlation-id': 'corr-404' } })
     expect(notFound.statusCode).toBe(404)
     expect(notFound.headers['content-type']).toBe('application/problem+json; charset=utf-8')
     expect(notFound.headers['service-correlation-id']).toBeUndefined()
