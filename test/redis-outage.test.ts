@@ -50,6 +50,10 @@ describe('Redis going away and coming back', () => {
     const down = await health()
     expect({ status: down.statusCode, body: down.body, retryAfter: down.headers['retry-after'] })
       .toEqual({ status: 503, body: '{"status":"unhealthy"}', retryAfter: '1' })
+    // The operator's view says why: unhealthy, Redis down.
+    const report = JSON.parse((await gateway.admin.inject({ url: '/status' })).body) as Record<string, unknown>
+    expect({ status: report.status, failing: report.failing, redis: report.redis })
+      .toEqual({ status: 'unhealthy', failing: ['redis'], redis: { status: 'down', latencyMs: null, mode: 'single' } })
 
     expectEnvelope(await call(knownKey), { page: 1, perPage: 20, total: 0 })
     expectProblem(await call(generateKey('live')), {
@@ -60,6 +64,8 @@ describe('Redis going away and coming back', () => {
     await server.start()
     expect(await eventually(async () => (await health()).statusCode === 200, 10_000)).toBe(true)
     expect((await health()).body).toBe('{"status":"ok"}')
+    const recovered = JSON.parse((await gateway.admin.inject({ url: '/status' })).body) as { status: string; failing?: string[]; redis: { status: string } }
+    expect({ status: recovered.status, failing: recovered.failing, redis: recovered.redis.status }).toEqual({ status: 'ok', failing: undefined, redis: 'up' })
     expectProblem(await call(generateKey('live')), { code: 'INVALID_API_KEY', instance: '/v1/properties', headers: { 'www-authenticate': 'Bearer' } })
     const incidents = logs.records().filter((r) => r.msg === 'redis unreachable' && r.redis === 'gateway')
     expect(incidents).toHaveLength(1)

@@ -10,6 +10,7 @@ import { captureLogs } from '../helpers/logs.js'
 import { MemorySource } from '../helpers/memory-source.js'
 import { expectProblem, REQUEST_ID } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
+import { secondsBetween } from '../helpers/window.js'
 import { contractChecked } from '../helpers/contract.js'
 
 const METRICS = [
@@ -111,9 +112,21 @@ describe('/status follows the breaker', () => {
     expect(await eventually(async () => (await status()).redis.latencyMs !== null, 3000)).toBe(true)
 
     t.pms.setFailure({ mode: 'html-5xx', status: 502 })
-    for (let i = 0; i < 3; i += 1) await t.get(`/v1/properties/00000000-0000-4000-8000-00000000000${i}`, key)
+    await t.get('/v1/properties/00000000-0000-4000-8000-000000000000', key)
+    // The second failure opens the circuit, at some instant between these two readings.
+    const opening = Date.now()
+    await t.get('/v1/properties/00000000-0000-4000-8000-000000000001', key)
+    const opened = Date.now()
+    await t.get('/v1/properties/00000000-0000-4000-8000-000000000002', key)
+    const asking = Date.now()
     const open = await status()
-    expect(open).toMatchObject({ status: 'degraded', upstreams: { pms: { breaker: 'open', retryAfterSeconds: 2, stats: { failures: 2, rejects: 1 } } } })
+    const answered = Date.now()
+    expect(open).toMatchObject({ status: 'degraded', upstreams: { pms: { breaker: 'open', stats: { failures: 2, rejects: 1 } } } })
+    // The whole seconds until half-open, 2 s after it opened.
+    expect(secondsBetween(opening + 2000 - answered, opened + 2000 - asking)).toContain(open.upstreams.pms.retryAfterSeconds)
+    // An open circuit is the PMS's trouble, shared by every instance: this one stays healthy.
+    const health = await t.get('/v1/health', undefined)
+    expect({ status: health.statusCode, body: health.body }).toEqual({ status: 200, body: '{"status":"ok"}' })
     const metricsText = (await admin('/metrics')).body
     expect(sample(metricsText, 'gateway_circuit_breaker_state{upstream="pms"}')).toBe(2)
     expect(sample(metricsText, 'gateway_upstream_requests_total{upstream="pms",outcome="circuit_open"}')).toBe(1)
