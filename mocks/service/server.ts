@@ -27,9 +27,10 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 // mid-response), drop (socket destroyed before any answer), non-json (200 text/plain),
 // unauthorized (401 to any token), problem-4xx (a problem+json client error, 409 CONFLICT by
 // default), plain-4xx (400 text/plain), large (a 200 envelope of about `bytes` bytes, 5 MiB by
-// default, streamed), no-content (204), redirect (302 to a guest), stall (200 and the first bytes of
+// default, streamed), no-content (204), redirect (302 to a guest, or to `location`), stall (200 and the first bytes of
 // an envelope, then nothing until the caller closes the connection), links (the first page with
-// Link headers to itself, its own absolute URL, another host and an internal path), gzip (the
+// Link headers to itself, its own absolute URL, another host and an internal path, and a
+// Content-Language), gzip (the
 // first page gzip-encoded), empty (`status`, default 200, with no body and `contentType` if given).
 
 export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'drop' | 'non-json' | 'unauthorized'
@@ -51,6 +52,8 @@ export interface Failure {
   brand?: string
   /** The Content-Type of the `empty` answer; none when unset. */
   contentType?: string
+  /** Where the `redirect` answer points; a guest of the caller's brand when unset. */
+  location?: string
 }
 
 /** What the service wrote for the requests of one Idempotency-Key. */
@@ -428,7 +431,7 @@ export class MockService {
         const links = [`<${LIST_PATH}?page=2&perPage=2>; rel="next"`, `<${self}${LIST_PATH}?page=1&perPage=2>; rel="first"; title="First, page"`,
           '<https://bookings.example/partner/v1/guests>; rel="alternate"', '</internal/admin>; rel="admin"',
           `<${LIST_PATH}/${guests[0]?.id ?? randomUUID()}>; rel="item"; anchor="http://bookings.internal/x"`]
-        envelope(res, 200, page(guests, { page: 1, perPage: 2 }), requestId, { page: 1, perPage: 2, total: guests.length }, { link: links.join(', ') })
+        envelope(res, 200, page(guests, { page: 1, perPage: 2 }), requestId, { page: 1, perPage: 2, total: guests.length }, { link: links.join(', '), 'content-language': 'en-GB' })
         return true
       }
       case 'gzip': {
@@ -444,7 +447,7 @@ export class MockService {
         return true
       case 'redirect': {
         const first = this.guestsOf(header(req, 'x-service-brand') ?? 'acme')[0] ?? this.guestsOf('acme')[0]
-        res.writeHead(302, { ...LEAKY_HEADERS, location: `${LIST_PATH}/${first?.id ?? randomUUID()}`, 'content-length': '0' })
+        res.writeHead(302, { ...LEAKY_HEADERS, location: failure.location ?? `${LIST_PATH}/${first?.id ?? randomUUID()}`, 'content-length': '0' })
         res.end()
         return true
       }

@@ -58,9 +58,14 @@ export class TestGateway {
   }
 
   async key(input: Partial<NewKey> = {}): Promise<string> {
+    return (await this.keyWithId(input)).key
+  }
+
+  /** A new key and its id (what services receive as X-Service-Key-Id). */
+  async keyWithId(input: Partial<NewKey> = {}): Promise<{ key: string; id: string }> {
     const store = new RedisKeyStore(this.admin, this.prefix)
-    const { key } = await store.create({ brand: 'acme', mode: 'live', properties: '*', ...input })
-    return key
+    const { key, record } = await store.create({ brand: 'acme', mode: 'live', properties: '*', ...input })
+    return { key, id: record.id }
   }
 
   async get(path: string, key: string | undefined, headers: Record<string, string> = {}): Promise<Answer> {

@@ -559,10 +559,11 @@ describe('failure switches', () => {
     await healthy()
   })
 
-  it('links: the first page with Link headers to itself, its own URL, another host and an internal path', async () => {
+  it('links: the first page with Link headers to itself, its own URL, another host and an internal path, and a Content-Language', async () => {
     await fail({ mode: 'links', times: 1 })
     const res = await call('GET', list)
     expectEnvelope(res, 200, ACME.slice(0, 2), { page: 1, perPage: 2, total: ACME.length })
+    expect(res.headers['content-language']).toBe('en-GB')
     expect(res.headers.link).toBe(`</partner/v1/guests?page=2&perPage=2>; rel="next", <${service.url}/partner/v1/guests?page=1&perPage=2>; rel="first"; title="First, page", `
       + `<https://bookings.example/partner/v1/guests>; rel="alternate", </internal/admin>; rel="admin", </partner/v1/guests/${(ACME[0] as Guest).id}>; rel="item"; anchor="http://bookings.internal/x"`)
   })
@@ -587,6 +588,13 @@ describe('failure switches', () => {
     expect(res.headers.location).toBe(`/partner/v1/guests/${(GLOBEX[0] as Guest).id}`)
     expectLeakyHeaders(res)
     expect(res.body).toBe('')
+    await healthy()
+  })
+
+  it('redirect: 302 to the location asked for', async () => {
+    await fail({ mode: 'redirect', location: 'http://bookings.internal/admin', times: 1 })
+    const res = await call('GET', list)
+    expect({ status: res.statusCode, location: res.headers.location }).toEqual({ status: 302, location: 'http://bookings.internal/admin' })
     await healthy()
   })
 

@@ -46,6 +46,7 @@ let t: TestGateway
 let service: MockService
 let sandboxService: MockService
 let key: string
+let keyId: string
 
 async function call(method: string, path: string, options: CallOptions = {}): Promise<Answer> {
   const headers: Record<string, string> = { host: options.host ?? ACME_HOST, 'user-agent': 'routes-test/1.0', ...options.headers }
@@ -111,7 +112,9 @@ beforeAll(async () => {
       UPSTREAM_NOTES_TOKEN: 'notes-token',
     },
   })
-  key = await t.key()
+  const created = await t.keyWithId()
+  key = created.key
+  keyId = created.id
 })
 
 afterAll(async () => {
@@ -359,7 +362,7 @@ describe('what the service receives', () => {
     expect(headers).toMatchObject({
       'x-service-token': SERVICE_TOKEN,
       'x-request-id': res.headers['service-request-id'],
-      'x-service-key-id': expect.stringMatching(/^key_/),
+      'x-service-key-id': keyId,
       'x-service-brand': 'acme',
       'x-service-mode': 'live',
       'x-service-property-id': id,
@@ -445,6 +448,17 @@ describe('what the partner receives', () => {
       .toEqual({ status: 302, location: `/v1/guests/${(service.guestsOf('acme')[0] as Guest).id}`, body: '', correlation: undefined })
   })
 
+  it.each([
+    ['another host', 'http://bookings.internal/partner/v1/guests/1'],
+    ['an internal path', '/internal/admin'],
+    ['a path of no declared route', '/partner/v1/invoices/7'],
+  ])('drops a Location to %s, which maps to no public path', async (_name, location) => {
+    service.setFailure({ mode: 'redirect', location, times: 1 })
+    const res = await call('GET', '/v1/guests')
+    expect({ status: res.statusCode, location: res.headers.location, body: res.body }).toEqual({ status: 302, location: undefined, body: '' })
+    expectOnlyAllowedHeaders(res)
+  })
+
   it("passes the service's problem+json 4xx on: 404 and 422 with its field errors", async () => {
     const missing = '00000000-0000-4000-8000-000000000001'
     const notFound = await call('GET', `/v1/guests/${missing}`, { headers: { 'service-correlation-id': 'corr-404' } })
@@ -473,6 +487,9 @@ describe('what the partner receives', () => {
     ['a 2xx that is not JSON', { mode: 'non-json' as const }],
     ['a 4xx that is not problem+json', { mode: 'plain-4xx' as const }],
     ["a 401 to the gateway's token", { mode: 'unauthorized' as const }],
+    // A 407 (the gateway's own proxy credentials refused) is the gateway's fault, even as problem+json.
+    ['a 407 problem+json', { mode: 'problem-4xx' as const, status: 407 }],
+    ['a 407 with no body', { mode: 'empty' as const, status: 407 }],
   ])('answers %s with 500 INTERNAL_ERROR', async (_name, failure) => {
     service.setFailure({ ...failure, times: 1 })
     const res = await call('GET', guestPath())
