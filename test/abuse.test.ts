@@ -1,6 +1,8 @@
 import { Redis } from 'ioredis'
 import { Pool } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { ApiError } from '../src/contract/errors.js'
+import { AuthFailureLimiter } from '../src/pipeline/abuse.js'
 import { digestKey, generateKey } from '../src/keys/format.js'
 import { RedisKeyStore, type KeyRecord } from '../src/keys/store.js'
 import { ACME_HOST } from './helpers/config.js'
@@ -124,5 +126,39 @@ describe('a flood of invented checksum-valid keys from one address (decisions 10
     for (let i = 0; i < LIMIT; i += 1) answers.push(await refuse(i % 2 === 0 ? undefined : 'Basic abc'))
     expect(new Set(answers)).toEqual(new Set([401]))
     expect(await refuse(undefined)).toBe(429)
+  })
+})
+
+describe('the per-address minute (decisions 10)', () => {
+  // The limiter on a clock of the test's own: a minute passes without waiting for one.
+  const refusal = (limiter: AuthFailureLimiter, address: string): unknown => {
+    try {
+      limiter.check(address)
+      return 'admitted'
+    } catch (error) {
+      const { code, status, retryAfter } = error as ApiError
+      return { code, status, retryAfter }
+    }
+  }
+
+  it('answers 429 from the failure over the allowance until the minute of the first failure ends, then admits again', () => {
+    let now = 1_000_000
+    const limiter = new AuthFailureLimiter({ perMinute: 3, trackedAddresses: 100, now: () => now })
+    limiter.add('192.0.2.9')
+    now += 10_000
+    limiter.add('192.0.2.9')
+    expect(refusal(limiter, '192.0.2.9')).toBe('admitted')
+    limiter.add('192.0.2.9')
+    // 50 s of the minute left.
+    expect(refusal(limiter, '192.0.2.9')).toEqual({ code: 'RATE_LIMITED', status: 429, retryAfter: 50 })
+    expect(refusal(limiter, '192.0.2.10')).toBe('admitted')
+    now += 49_500
+    expect(refusal(limiter, '192.0.2.9')).toEqual({ code: 'RATE_LIMITED', status: 429, retryAfter: 1 })
+    // Just past the end of that minute.
+    now += 501
+    expect(refusal(limiter, '192.0.2.9')).toBe('admitted')
+    // A new minute, counted from its own first failure.
+    limiter.add('192.0.2.9')
+    expect(refusal(limiter, '192.0.2.9')).toBe('admitted')
   })
 })

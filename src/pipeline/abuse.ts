@@ -12,6 +12,8 @@ const MINUTE_MS = 60_000
 export interface AuthFailureOptions {
   perMinute: number
   trackedAddresses: number
+  /** The clock minutes are measured on, in milliseconds; `performance.now` unless given (tests). */
+  now?: () => number
 }
 
 export class AuthFailureLimiter {
@@ -19,7 +21,8 @@ export class AuthFailureLimiter {
   private readonly counts: LRUCache<string, { count: number }>
 
   constructor(private readonly options: AuthFailureOptions) {
-    this.counts = new LRUCache({ max: options.trackedAddresses, ttl: MINUTE_MS, noUpdateTTL: true, ttlAutopurge: false })
+    const clock = options.now === undefined ? {} : { perf: { now: options.now }, ttlResolution: 0 }
+    this.counts = new LRUCache({ max: options.trackedAddresses, ttl: MINUTE_MS, noUpdateTTL: true, ttlAutopurge: false, ...clock })
   }
 
   /** Throws 429 when `address` has used up its failures for the minute. */

@@ -236,6 +236,9 @@ describe('upstream failures (decisions 5)', () => {
   it("answers a 503 with the PMS's Retry-After, and ignores a Retry-After on other 5xx", async () => {
     t.pms.setFailure({ mode: 'html-5xx', status: 503, retryAfter: 9, times: 1 })
     await unavailable('9')
+    // Capped at a minute.
+    t.pms.setFailure({ mode: 'html-5xx', status: 503, retryAfter: 3600, times: 1 })
+    await unavailable('60')
     t.pms.setFailure({ mode: 'html-5xx', status: 502, retryAfter: 9, times: 1 })
     await unavailable('1')
   })
