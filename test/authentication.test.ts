@@ -116,6 +116,13 @@ describe('API keys (decisions 1, step 4)', () => {
     expect(key).toMatch(/^svc_test_[0-9A-Za-z]{28}$/)
   })
 
+  it.each([['live', 'test'], ['test', 'live']] as const)('answers a %s key whose stored record says %s with INVALID_API_KEY (decisions 9)', async (mode, stored) => {
+    const { key } = await createKey('--brand', 'acme', '--mode', mode, '--all-properties')
+    // The record altered behind the key tool's back, before the gateway has seen the key.
+    await redis.hset(`${prefix}key:${digestKey(key)}`, 'mode', stored)
+    expectProblem(await call(a, key), { code: 'INVALID_API_KEY', instance: '/v1/properties', detail: 'The API key is not valid.', headers: CHALLENGE })
+  })
+
   it('keeps health unauthenticated', async () => {
     const res = await a.app.inject({ url: '/v1/health', headers: { authorization: 'Bearer nonsense' } })
     expect(res.statusCode).toBe(200)
