@@ -515,3 +515,32 @@ describe('answers', () => {
     expectProblem(await call('GET', '/v1/guests'), { code: 'INTERNAL_ERROR', instance: '/v1/guests', detail: 'An unexpected error occurred; it has been logged.' })
   })
 })
+
+describe('a parser error after an answer has started (decisions 10)', () => {
+  it('closes the connection and never writes a second answer', async () => {
+    service.setFailure({ mode: 'stall', times: 1 })
+    const port = Number(new URL(t.url).port)
+    const text = await new Promise<string>((resolve, reject) => {
+      let received = ''
+      let sentGarbage = false
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.write(`GET /v1/guests HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: bounds-test/1.0\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+      })
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('latin1')
+        // The answer's head is in: now a request the parser refuses, on the same socket.
+        if (!sentGarbage && received.includes('\r\n\r\n')) {
+          sentGarbage = true
+          socket.write('\u0001\u0002 not http\r\n\r\n')
+        }
+      })
+      socket.on('error', (error: NodeJS.ErrnoException) => { if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') reject(error) })
+      socket.on('close', () => resolve(received))
+    })
+    expect(text.startsWith('HTTP/1.1 200 OK\r\n')).toBe(true)
+    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200'])
+    // What the service had sent (one chunk), and nothing after it: no final chunk, no problem.
+    expect(text.slice(text.indexOf('\r\n\r\n') + 4)).toBe('9\r\n{"data":[\r\n')
+    service.setFailure(undefined)
+  })
+})
