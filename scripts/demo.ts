@@ -79,6 +79,10 @@ const adminPort = (gateway.admin.server.address() as { port: number }).port
 const { key, record } = await gateway.keyStore.create({
   brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
 })
+// A test key beside it: the same calls, answered by the sandboxes (decisions 9).
+const test = await gateway.keyStore.create({
+  brand: 'acme', mode: 'test', properties: '*', name: 'npm run demo (test)', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
+})
 // The demo client's grant: every scope of acme's properties; a token asks for the ones it needs.
 const registerClient = async (): Promise<string> => {
   const grant = { issuer: idp.issuer, clientId: DEMO_CLIENT, brand: 'acme', mode: 'live', properties: '*', scopes: '*', name: 'npm run demo' } as const
@@ -97,6 +101,8 @@ const someId = String(pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecy
 const someGuest = generateGuests('acme')[0]?.id as string
 const base = `http://localhost:${port}`
 const auth = `-H 'Authorization: Bearer ${key}' -H 'User-Agent: demo-client/1.0'`
+const testAuth = `-H 'Authorization: Bearer ${test.key}' -H 'User-Agent: demo-client/1.0'`
+const someSandboxId = String(pmsSandbox.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
 
 say()
 say(`Partner API:  ${base}   (brand "acme"; its hosts include localhost)`)
@@ -105,6 +111,7 @@ say(`Stand-in PMS: ${pms.url} (sandbox ${pmsSandbox.url})`)
 say(`Stand-in service behind /v1/guests and /v1/rooms: ${service.url} (sandbox ${serviceSandbox.url})`)
 say(`API docs:     ${docs.url}/   (the reference; error pages under ${docs.url}/errors/)`)
 say(`Demo key:     ${record.id}, all properties of acme, valid until ${String(record.expiresAt)}`)
+say(`Test key:     ${test.record.id}, all properties of acme in the sandboxes, valid until ${String(test.record.expiresAt)}`)
 say(`Identity provider (stand-in): ${idp.issuer}; client "${DEMO_CLIENT}" registered as ${grantId}, all properties of acme`)
 say()
 say('Try:')
@@ -116,6 +123,10 @@ say(`curl -s ${auth} '${base}/v1/properties?per_page=3'`)
 say(`curl -s '${base}/v1/health'`)
 say(`curl -s 'http://${config.adminHost}:${adminPort}/status'`)
 say()
+say('With the test key, the same calls reach the sandboxes (their own properties, rooms and guests):')
+say(`curl -s ${testAuth} '${base}/v1/properties?perPage=2'`)
+say(`curl -s ${testAuth} -H 'Service-Property-Id: ${someSandboxId}' '${base}/v1/rooms?perPage=2'`)
+say()
 say('With an OAuth 2.0 access token instead of the key: get one (client credentials), then call with it:')
 const tokenCall = `curl -s -u '${DEMO_CLIENT}:${DEMO_CLIENT_SECRET}' -d grant_type=client_credentials -d scope=properties:read '${idp.tokenUrl}'`
 say(tokenCall)
@@ -125,8 +136,9 @@ say()
 say('Ctrl-C stops it.')
 
 const stop = async (): Promise<void> => {
-  // The demo key is the demo's alone: it goes with it.
+  // The demo keys are the demo's alone: they go with it.
   await gateway.keyStore.revoke(record.id).catch(() => undefined)
+  await gateway.keyStore.revoke(test.record.id).catch(() => undefined)
   await gateway.keyStore.revokeGrant(grantId).catch(() => undefined)
   await gateway.app.close()
   await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close(), idp.close(), docs.close()])

@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
+import { generateHotels } from '../mocks/pms/data.js'
 import { REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
 
 // `npm run demo` as a newcomer runs it: the curl lines it prints must work as printed.
@@ -84,6 +85,16 @@ describe('npm run demo', () => {
       expect(rooms.meta.pagination).toMatchObject({ page: 1, perPage: 3 })
       const guest = await curl(printed, '/v1/guests/') as { data: { object: string; messages: unknown[]; reservations: unknown[] } }
       expect(guest.data).toMatchObject({ object: 'guest', messages: expect.any(Array), reservations: expect.any(Array) })
+      // The test key, printed with curl lines of its own: answered by the sandboxes (seed 99).
+      expect(printed).toMatch(/Test key: +key_[0-9A-Za-z]+, all properties of acme in the sandboxes/)
+      expect(printed).toMatch(/curl -s -H 'Authorization: Bearer svc_test_[0-9A-Za-z]{28}' /)
+      const sandboxAcme = new Set(generateHotels(99).filter((h) => h.chain_code === 'ACME').map((h) => String(h.hotel_uuid)))
+      const liveAcme = new Set(generateHotels().filter((h) => h.chain_code === 'ACME').map((h) => String(h.hotel_uuid)))
+      const sandboxList = await curl(printed, 'perPage=2') as { data: { object: string; id: string }[] }
+      expect(sandboxList.data.map((p) => ({ object: p.object, sandbox: sandboxAcme.has(p.id), live: liveAcme.has(p.id) })))
+        .toEqual([{ object: 'property', sandbox: true, live: false }, { object: 'property', sandbox: true, live: false }])
+      const sandboxRooms = await curl(printed, '/v1/rooms?perPage=2') as { data: { object: string }[] }
+      expect(sandboxRooms.data.map((r) => r.object)).toEqual(['room', 'room'])
       expect(await curl(printed, '/v1/health')).toEqual({ status: 'ok' })
       expect(await curl(printed, '/status')).toMatchObject({ status: 'ok', redis: { status: 'up' } })
     })
