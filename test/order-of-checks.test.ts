@@ -144,7 +144,7 @@ describe('step 4 (credential, permission, scope) before step 5 (quota)', () => {
     await spend(k.key)
     await store.setStatus(k.id, 'suspended')
     // The gateway learns of the suspension from the store's change message.
-    expect(await eventually(async () => (await send('GET', '/v1/properties', auth(k.key))).statusCode !== 429, 10_000, 50)).toBe(true)
+    expect(await eventually(async () => (await send('GET', '/v1/properties', auth(k.key))).statusCode === 403, 10_000, 50)).toBe(true)
     expectProblem(await send('GET', '/v1/properties', auth(k.key)), {
       code: 'API_KEY_SUSPENDED', instance: '/v1/properties', detail: /suspended/,
     })
