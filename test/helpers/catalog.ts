@@ -37,10 +37,11 @@ export const ERROR_TABLE: Readonly<Record<string, ExpectedError>> = {
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
   NOT_ACCEPTABLE: { status: 406, title: 'Not acceptable' },
   REQUEST_TIMEOUT: { status: 408, title: 'Request timeout' },
-  // IDEMPOTENCY_KEY_IN_USE (409) and IDEMPOTENCY_KEY_REUSED (422) join this table with the idempotency feature.
+  IDEMPOTENCY_KEY_IN_USE: { status: 409, title: 'Idempotency key in use' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
   URI_TOO_LONG: { status: 414, title: 'URI too long' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
+  IDEMPOTENCY_KEY_REUSED: { status: 422, title: 'Idempotency key reused' },
   REQUEST_HEADERS_TOO_LARGE: { status: 431, title: 'Request header fields too large' },
   RATE_LIMITED: { status: 429, title: 'Too many requests' },
   INTERNAL_ERROR: { status: 500, title: 'Internal server error' },
