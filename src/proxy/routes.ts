@@ -299,7 +299,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
         reply.header('idempotent-replayed', 'true')
         reply.headers(COMMON_HEADERS)
-        if (answer.status < 400 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
+        // Echoed on successes only (decisions 2), as on the answer first sent.
+        if (answer.status >= 200 && answer.status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
         reply.send(answer.body)
       }
 

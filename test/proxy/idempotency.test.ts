@@ -238,7 +238,10 @@ describe('the record', () => {
     expect(first.statusCode).toBe(422)
     expect(first.headers['content-type']).toBe('application/problem+json; charset=utf-8')
     expect(JSON.parse(first.body)).toMatchObject({ code: 'VALIDATION_FAILED', status: 422 })
-    expectReplay(await post(idempotencyKey, { body: '{"firstName":"Ann"}' }), first)
+    const replayed = await post(idempotencyKey, { body: '{"firstName":"Ann"}', headers: { 'service-correlation-id': 'corr-3' } })
+    expectReplay(replayed, first)
+    // No success, so no correlation id echoed, replayed or not.
+    expect(replayed.headers['service-correlation-id']).toBeUndefined()
     expect(receivedWith(idempotencyKey)).toBe(1)
   })
 
