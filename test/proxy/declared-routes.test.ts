@@ -577,16 +577,23 @@ describe('HEAD, operations and streaming', () => {
     // partner, so it stands for all three.
     const reader = res.body[Symbol.asyncIterator]()
     let received = ((await reader.next()).value as Buffer).length
-    await new Promise((r) => setTimeout(r, 300))
-    const held = live() - before
+    // On a loaded machine chunks may still be on their way between the sockets when first
+    // measured: wait for the pipeline to settle. A gateway that held the answer would stay
+    // above the bound however long it is given, as the partner reads nothing meanwhile.
+    let held = Number.POSITIVE_INFINITY
+    await eventually(async () => {
+      held = live() - before
+      return held < size / 2
+    }, 10_000, 200)
     expect(held, `held ${held} bytes of a ${size}-byte answer`).toBeLessThan(size / 2)
-    let last = ''
+    // The tail across chunks: the last chunk alone may hold only a few bytes of the end.
+    let tail = ''
     for (let chunk = await reader.next(); chunk.done !== true; chunk = await reader.next()) {
       received += (chunk.value as Buffer).length
-      last = (chunk.value as Buffer).toString('latin1')
+      tail = (tail + (chunk.value as Buffer).toString('latin1')).slice(-512)
     }
     expect(received).toBeGreaterThanOrEqual(size - 4096)
-    expect(last).toMatch(/\],"meta":\{"requestId":"req_[0-9a-f]{32}","timestamp":"[^"]+"\}\}$/)
+    expect(tail).toMatch(/\],"meta":\{"requestId":"req_[0-9a-f]{32}","timestamp":"[^"]+"\}\}$/)
   })
 
   it('shows each upstream in /status and the metrics, and names a route by its declared path', async () => {
