@@ -28,7 +28,7 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /app/dist ./dist
 COPY config ./config
 # No NODE_OPTIONS: --max-semi-space-size=64 was measured against the default (npm run bench,
-# README "Node options") and cost 80-90 MiB more resident memory for no CPU gain beyond noise.
+# docs/performance.md, "Node options") and cost 80-90 MiB more resident memory for no CPU gain beyond noise.
 USER node
 # Only the public port: `docker run -P` must not publish the admin port on every host interface.
 EXPOSE 3000

@@ -374,8 +374,8 @@ async function main(): Promise<void> {
     return { sent: 'one stall' }
   }, (c) => c.partner503 === 0))
 
-  // The pass-through's bounds (README, "Declared routes"): a partner of another brand reads
-  // guests from the same service beside each attack.
+  // The pass-through's bounds (docs/architecture.md, "The pass-through's bounds"): a partner of
+  // another brand reads guests from the same service beside each attack.
   rows.push(await measure('Expect: 100-continue and Expect: foo on the guests route, one acme key', '0 × 503 to another brand\'s partner, the breaker closed', async () => {
     const acme = partners[3] as string
     const until = Date.now() + ATTACK_SECONDS * 1000

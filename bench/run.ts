@@ -120,7 +120,8 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
     brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['127.0.0.1', 'localhost'] }],
     rateLimit: { enabled: true, limit: 1000, windowSeconds: 60 },
     // Every request comes from one address here: the 401 row would otherwise turn that
-    // address's answers into 429s for a minute (decisions 10), on every row after it.
+    // address's answers into 429s for a minute (docs/security.md, "Invented keys"), on every
+    // row after it.
     abuse: { authFailuresPerMinute: 1_000_000_000 },
     ...overrides,
   }))

@@ -79,7 +79,8 @@ const adminPort = (gateway.admin.server.address() as { port: number }).port
 const { key, record } = await gateway.keyStore.create({
   brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
 })
-// A test key beside it: the same calls, answered by the sandboxes (decisions 9).
+// A test key beside it: the same calls, answered by the sandboxes (docs/architecture.md, "Test
+// mode").
 const test = await gateway.keyStore.create({
   brand: 'acme', mode: 'test', properties: '*', name: 'npm run demo (test)', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
 })

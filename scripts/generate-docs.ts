@@ -1,14 +1,15 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { loadConfig } from '../src/config.js'
-import { errorReference, withConfigReference } from '../src/docs/reference.js'
+import { CONFIG_REFERENCE_FILE, errorReference, withConfigReference } from '../src/docs/reference.js'
 import { buildSite } from '../src/docs/site.js'
 
-// `npm run docs`: regenerates the README's configuration reference and docs/errors.md, and
-// builds the partner documentation site in site/ (or SITE_DIR) from the code and the config
-// file in use (CONFIG_FILE): its declared routes are in the OpenAPI document.
-writeFileSync('README.md', withConfigReference(readFileSync('README.md', 'utf8')))
+// `npm run docs`: regenerates the configuration reference in docs/operations.md and
+// docs/errors.md, and builds the partner documentation site in site/ (or SITE_DIR) from the
+// code and the config file in use (CONFIG_FILE): its declared routes are in the OpenAPI
+// document.
+writeFileSync(CONFIG_REFERENCE_FILE, withConfigReference(readFileSync(CONFIG_REFERENCE_FILE, 'utf8')))
 writeFileSync('docs/errors.md', errorReference())
-console.log('wrote README.md (configuration reference) and docs/errors.md')
+console.log(`wrote ${CONFIG_REFERENCE_FILE} (configuration reference) and docs/errors.md`)
 
 const config = loadConfig(process.env)
 const dir = process.env.SITE_DIR ?? 'site'

@@ -51,7 +51,7 @@ export interface AppDependencies {
   /** The services of the declared routes (config `upstreams`); required when there are any. */
   services?: Services
   proxyHooks?: ProxyHooks
-  /** Which upstreams have a sandbox for test keys (decisions 9); without it a test key gets 403. */
+  /** Which upstreams have a sandbox for test keys (docs/architecture.md, "Test mode"); without it a test key gets 403. */
   hasSandbox?: SandboxCheck
   /** Absent unless spans are exported: then no request makes a span. */
   tracing?: Tracing
@@ -71,11 +71,11 @@ function shedLoad(shedder: LoadShedder, metrics: Metrics | undefined) {
 }
 
 /**
- * The public listener with the slow-client bounds of decisions 10. Node enforces the header
- * and request deadlines only when it checks its connections (every 30 s by default), so it
- * checks at least every second: a slow client is cut within a second of its deadline. What
- * Node would answer or drop by itself (an Expect it does not know, CONNECT) is ours to
- * answer (http/client-errors.ts).
+ * The public listener with the slow-client bounds of docs/security.md, "Slow clients". Node
+ * enforces the header and request deadlines only when it checks its connections (every 30 s by
+ * default), so it checks at least every second: a slow client is cut within a second of its
+ * deadline. What Node would answer or drop by itself (an Expect it does not know, CONNECT) is
+ * ours to answer (http/client-errors.ts).
  */
 function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: RouteIndex) {
   return (handler: RequestListener) => {
@@ -96,7 +96,7 @@ function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes:
   }
 }
 
-/** The public API: the pipeline of decisions 1, in its order, for every route, and the routes. */
+/** The public API: the pipeline of docs/architecture.md, "Order of checks", in its order, for every route, and the routes. */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps
   // Filled from onRoute; the not-found and parser-error handlers consult it.
@@ -144,14 +144,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const checkPropertyScope = propertyScopeStage(deps.properties, config.accessDeniedStatus)
 
   /**
-   * The order of checks (decisions 1, routes.md) for one route, composed from its policy
-   * when the route is registered, so no stage looks its route up per request. Steps 1 to 6
-   * run on the request's head; the body (on routes that take one) is read after them, and
-   * the resource steps run once it is in.
+   * The order of checks (docs/architecture.md, "Order of checks") for one route, composed from
+   * its policy when the route is registered, so no stage looks its route up per request. Steps
+   * 1 to 6 run on the request's head; the body (on routes that take one) is read after them,
+   * and the resource steps run once it is in.
    */
   function pipelineFor(url: string, policy: RoutePolicy): { onRequest: onRequestHookHandler[]; preHandler: preHandlerAsyncHookHandler[] } {
     const brandScoped = policy.scope !== 'none'
-    // Logs and metrics name a declared route by its declared path (routes.md).
+    // Logs and metrics name a declared route by its declared path (docs/architecture.md, "The
+    // pass-through's bounds").
     const label = policy.kind === 'proxy' ? policy.path : url
     const checks: Check[] = [
       routingStage(routes, label, brandScoped), // 1. route and host
@@ -164,7 +165,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     const onRequest = [runChecks(checks)] as onRequestHookHandler[]
     const testMode = policy.auth ? testModeStage(policy, hasSandbox) : undefined
     const preHandler = [
-      ...(testMode === undefined ? [] : [testMode]), // a test key needs a sandbox of every upstream (decisions 9)
+      ...(testMode === undefined ? [] : [testMode]), // a test key needs a sandbox of every upstream (docs/architecture.md, "Test mode")
       ...(policy.scope === 'property' ? [checkPropertyScope] : []), // 7. the property of Service-Property-Id
     ] as preHandlerAsyncHookHandler[]
     return { onRequest, preHandler }

@@ -5,8 +5,8 @@ import {
   BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, IDEMPOTENCY_METHODS, METHODS, policyProblems, SCOPE_PATTERN, type Method, type QueryRule, type RoutePolicy,
 } from './routes/policy.js'
 
-// The one source of truth for every setting: the README's configuration reference is
-// generated from these schemas (scripts/generate-docs.ts), and a test keeps it current.
+// The one source of truth for every setting: the configuration reference of docs/operations.md
+// is generated from these schemas (scripts/generate-docs.ts), and a test keeps it current.
 
 const positiveInt = z.number().int().positive()
 
@@ -340,8 +340,8 @@ export const envSchema = z.object({
   OAUTH_JWKS_URI: optionalUrl.describe('Its JWKS (with `OAUTH_ISSUER`)'),
   OAUTH_AUDIENCE: z.string().min(1).optional().describe('The `aud` its tokens must name (with `OAUTH_ISSUER`)'),
   OAUTH_TOKEN_URL: optionalUrl.describe('Its token endpoint, for the documentation (with `OAUTH_ISSUER`)'),
-  // Tracing: the OpenTelemetry SDK's own variables, validated here and handed to the SDK (the
-  // README, "Tracing"). Without an endpoint nothing is exported and no span is made.
+  // Tracing: the OpenTelemetry SDK's own variables, validated here and handed to the SDK
+  // (docs/operations.md, "Tracing"). Without an endpoint nothing is exported and no span is made.
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrl.describe('Base URL of an OTLP/HTTP collector; spans go to `<url>/v1/traces`. Without it (or the next) no span is made or exported'),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalUrl.describe('Full URL spans are posted to (wins over `OTEL_EXPORTER_OTLP_ENDPOINT`)'),
   OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.default('http/protobuf').describe('Encoding of the export'),

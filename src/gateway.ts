@@ -108,9 +108,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const allUpstreams = [...(upstreams?.all.map((p) => p.client.upstream) ?? []), ...services.all]
   for (const upstream of allUpstreams) metrics.watchBreaker(upstream.name, () => upstream.state)
   const properties = options.properties ?? new PmsPropertySource((upstreams as PmsSet).byMode)
-  // Decisions 9: a test key never reaches live data. Without PMS_SANDBOX_URL (or a service's
-  // sandbox) it is refused with 403 before any upstream call. A property source given by a
-  // test serves both modes itself.
+  // A test key never reaches live data (docs/architecture.md, "Test mode"). Without
+  // PMS_SANDBOX_URL (or a service's sandbox) it is refused with 403 before any upstream call. A
+  // property source given by a test serves both modes itself.
   const hasSandbox = (name: string): boolean => name === 'pms'
     ? options.properties !== undefined || config.pmsSandbox !== undefined
     : services.get(name).sandbox !== undefined

@@ -2,10 +2,10 @@ import type { FastifyInstance } from 'fastify'
 import { HEADER_CORRELATION_ID } from './contract/headers.js'
 import { builtInRoutes } from './routes/policy.js'
 
-// GET /v1/health (decisions 7): 200 {"status":"ok"} or 503 {"status":"unhealthy"}, that
-// object alone. Unhealthy when this instance cannot serve: Redis unreachable, the event
-// loop saturated, or draining for shutdown. An open PMS circuit is not this instance's
-// fault and shows on the admin port instead.
+// GET /v1/health (docs/operations.md, "Health"; docs/architecture.md §D3): 200 {"status":"ok"}
+// or 503 {"status":"unhealthy"}, that object alone. Unhealthy when this instance cannot serve:
+// Redis unreachable, the event loop saturated, or draining for shutdown. An open PMS circuit is
+// not this instance's fault and shows on the admin port instead.
 
 export type HealthCheck = () => boolean
 
@@ -39,7 +39,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
   app.get(builtInRoutes.health.path, { config: { policy: builtInRoutes.health } }, (request, reply) => {
     reply.type('application/json; charset=utf-8')
     if (app.health.healthy) {
-      // Echoed on successes only (decisions 2): not on the 503 below.
+      // Echoed on successes only (docs/partners.md, "Every answer"): not on the 503 below.
       if (request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
       return reply.send(OK)
     }

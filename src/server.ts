@@ -4,7 +4,7 @@ import { createGateway } from './gateway.js'
 import { createLogger, flushLogger } from './logger.js'
 
 // The process: read the config, build the gateway, listen on the public and admin ports,
-// and shut down gracefully (operations.md, "Shutdown").
+// and shut down gracefully (docs/operations.md, "Shutdown").
 
 let config
 try {

@@ -10,8 +10,8 @@ import { TestGateway } from './helpers/gateway.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
 import { REDIS_URL } from './helpers/redis.js'
 
-// Decisions 10 over real sockets and real Redis: a flood of invented keys that pass the
-// public checksum, from one client address.
+// docs/security.md, "Invented keys", over real sockets and real Redis: a flood of invented keys
+// that pass the public checksum, from one client address.
 
 const LIMIT = 150
 const UNKNOWN_KEYS = 100
@@ -67,7 +67,7 @@ async function get(key: string, address: string, path = '/v1/properties?perPage=
   return { statusCode: res.statusCode, headers: res.headers as Record<string, string>, body: await res.body.text() }
 }
 
-describe('a flood of invented checksum-valid keys from one address (decisions 10)', () => {
+describe('a flood of invented checksum-valid keys from one address (docs/security.md, "Invented keys")', () => {
   it('makes at most abuse.authFailuresPerMinute look-ups, then answers 429 at once, and never evicts a partner key', async () => {
     expectEnvelope(await get(partnerKey, PARTNER), { page: 1, perPage: 1, total: expect.any(Number) as unknown as number })
     const partnerDigest = digestKey(partnerKey)
@@ -129,7 +129,7 @@ describe('a flood of invented checksum-valid keys from one address (decisions 10
   })
 })
 
-describe('the per-address minute (decisions 10)', () => {
+describe('the per-address minute (docs/security.md, "Invented keys")', () => {
   // The limiter on a clock of the test's own: a minute passes without waiting for one.
   const refusal = (limiter: AuthFailureLimiter, address: string): unknown => {
     try {

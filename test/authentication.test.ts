@@ -67,7 +67,7 @@ afterAll(async () => {
 
 const CHALLENGE = { 'www-authenticate': 'Bearer' }
 
-describe('API keys (decisions 1, step 4)', () => {
+describe('API keys (docs/architecture.md, "Order of checks", step 4)', () => {
   it('serves a key with all properties of its brand', async () => {
     const { key } = await createKey('--brand', 'acme', '--mode', 'live', '--all-properties')
     expectEnvelope(await call(a, key), { page: 1, perPage: 20, total: 2 })
@@ -116,7 +116,7 @@ describe('API keys (decisions 1, step 4)', () => {
     expect(key).toMatch(/^svc_test_[0-9A-Za-z]{28}$/)
   })
 
-  it.each([['live', 'test'], ['test', 'live']] as const)('answers a %s key whose stored record says %s with INVALID_API_KEY (decisions 9)', async (mode, stored) => {
+  it.each([['live', 'test'], ['test', 'live']] as const)('answers a %s key whose stored record says %s with INVALID_API_KEY (docs/architecture.md, "Test mode")', async (mode, stored) => {
     const { key } = await createKey('--brand', 'acme', '--mode', mode, '--all-properties')
     // The record altered behind the key tool's back, before the gateway has seen the key.
     await redis.hset(`${prefix}key:${digestKey(key)}`, 'mode', stored)

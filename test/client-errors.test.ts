@@ -9,7 +9,8 @@ import { MemorySource } from './helpers/memory-source.js'
 import { expectProblem } from './helpers/problem.js'
 import { checkAnswer, contractChecked } from './helpers/contract.js'
 
-// Requests Node's HTTP parser refuses before any route runs (decisions 1, step 1).
+// Requests Node's HTTP parser refuses before any route runs (docs/architecture.md, "Order of
+// checks", step 1).
 
 let app: FastifyInstance
 let port: number
@@ -76,7 +77,8 @@ describe('requests the HTTP parser refuses', () => {
     expect(res.body).toBe('')
   })
 
-  // Decisions 10: refused at once, from its headers, without waiting for a body that may never end.
+  // Refused at once (docs/security.md, "Slow clients"), from its headers, without waiting for a
+  // body that may never end.
   it('refuses a chunked GET at once, before any chunk is sent, and closes the connection', async () => {
     const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nTransfer-Encoding: chunked\r\n\r\n')
     expectProblem(res, { code: 'UNEXPECTED_BODY', instance: '/v1/properties', headers: { connection: 'close' } })
@@ -92,7 +94,7 @@ describe('requests the HTTP parser refuses', () => {
     expect({ status: res.statusCode, connection: res.headers.connection, body: res.body }).toEqual({ status: 400, connection: 'close', body: '' })
   })
 
-  it('ignores a body on health, which takes no header step (decisions 1)', async () => {
+  it('ignores a body on health, which takes no header step (docs/architecture.md, "Order of checks")', async () => {
     const res = await raw('GET /v1/health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc')
     expect(res.statusCode).toBe(200)
     expect(res.body).toBe('{"status":"ok"}')

@@ -172,7 +172,7 @@ describe('configuration (operations: environment and config file)', () => {
   })
 })
 
-describe('tracing settings (README, "Tracing")', () => {
+describe('tracing settings (docs/operations.md, "Tracing")', () => {
   it('exports nothing without an endpoint, or with OTEL_SDK_DISABLED=true', () => {
     expect(loadConfig({ CONFIG_FILE: file(minimal), OTEL_TRACES_SAMPLER: 'always_on' }).tracing).toBeUndefined()
     expect(loadConfig({ CONFIG_FILE: file(minimal), OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).tracing).toBeUndefined()

@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { errorCatalog } from '../src/contract/errors.js'
-import { errorReference, withConfigReference } from '../src/docs/reference.js'
+import { CONFIG_REFERENCE_FILE, errorReference, withConfigReference } from '../src/docs/reference.js'
 
 describe('generated references', () => {
-  it("keeps the README's configuration reference equal to the config schema", () => {
-    const readme = readFileSync('README.md', 'utf8')
-    expect(readme, 'run `npm run docs`').toBe(withConfigReference(readme))
+  it('keeps the configuration reference of docs/operations.md equal to the config schema', () => {
+    expect(CONFIG_REFERENCE_FILE).toBe('docs/operations.md')
+    const document = readFileSync('docs/operations.md', 'utf8')
+    expect(document, 'run `npm run docs`').toBe(withConfigReference(document))
   })
 
   it('keeps docs/errors.md equal to the error catalog', () => {

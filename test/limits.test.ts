@@ -3,7 +3,8 @@ import type { ReceivedRequest } from '../mocks/pms/server.js'
 import { TestGateway } from './helpers/gateway.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
 
-// Decisions 10: no answer, and nothing sent upstream, grows with the caller's input.
+// docs/security.md, "Big inputs": no answer, and nothing sent upstream, grows with the caller's
+// input.
 
 let t: TestGateway
 let key: string
@@ -13,7 +14,7 @@ beforeAll(async () => {
 })
 afterAll(async () => t.close())
 
-describe('bounded answers and upstream calls (decisions 10)', () => {
+describe('bounded answers and upstream calls (docs/security.md, "Big inputs")', () => {
   it('lists at most 20 field errors and says how many more there were', async () => {
     const names = Array.from({ length: 1500 }, (_, i) => `x${i.toString(36)}`)
     const res = await t.get(`/v1/health?${names.join('&')}`, undefined)

@@ -12,7 +12,7 @@ import { TestGateway, type Answer } from './helpers/gateway.js'
 import { expectProblem } from './helpers/problem.js'
 import { eventually, REDIS_URL } from './helpers/redis.js'
 
-// The order of checks of decisions 1 (with routes.md's additions), one pair of adjacent steps
+// The order of checks (docs/architecture.md, "Order of checks"), one pair of adjacent steps
 // at a time: a request that fails both steps gets the earlier step's answer. Over real
 // sockets (a client need not send a User-Agent, which inject always adds), against a gateway
 // with its rate limiter on real Redis, the stand-in PMS and the stand-in service.
@@ -272,7 +272,7 @@ describe('step 7 (resource) before step 8 (upstream)', () => {
   })
 })
 
-describe('step 7: unknown and other-brand ids are 404, also for a key with an allow-list (decisions 4)', () => {
+describe('step 7: unknown and other-brand ids are 404, also for a key with an allow-list (docs/architecture.md, "Properties")', () => {
   it.each([
     ['an unknown id', () => UNKNOWN_ID],
     ["another brand's property", () => String(globexHotel().hotel_uuid)],

@@ -75,7 +75,7 @@ function get(url: string, headers: Record<string, string> = AUTH, method: 'GET' 
   return app.inject({ method, url, headers })
 }
 
-describe('routes (decisions 1, step 1)', () => {
+describe('routes (docs/architecture.md, "Order of checks", step 1)', () => {
   it('answers an unknown path with 404 ROUTE_NOT_FOUND', async () => {
     expectProblem(await get('/v1/hotels'), { code: 'ROUTE_NOT_FOUND', instance: '/v1/hotels', detail: 'There is no endpoint at /v1/hotels.' })
   })
@@ -142,7 +142,7 @@ describe('routes (decisions 1, step 1)', () => {
   })
 })
 
-describe('content negotiation (decisions 1, step 2)', () => {
+describe('content negotiation (docs/architecture.md, "Order of checks", step 2)', () => {
   it.each(['*/*', 'application/*', 'application/json', 'application/json;q=0.5', 'text/html, application/json;q=0.1',
     'APPLICATION/JSON', 'application/json; charset=utf-8', 'text/html;q=0.9, */*;q=0.1'])('accepts Accept: %s', async (accept) => {
     expectEnvelope(await get(`/v1/properties/00000000-0000-4000-8000-000000000000`, { ...AUTH, accept }))
@@ -169,7 +169,7 @@ describe('content negotiation (decisions 1, step 2)', () => {
   })
 })
 
-describe('headers and body (decisions 1, step 3)', () => {
+describe('headers and body (docs/architecture.md, "Order of checks", step 3)', () => {
   it('requires a User-Agent', async () => {
     const { 'user-agent': _ua, ...headers } = AUTH
     expectProblem(await overSocket('/v1/properties', headers), {
@@ -244,7 +244,7 @@ describe('headers and body (decisions 1, step 3)', () => {
   })
 })
 
-describe('authentication in the pipeline (decisions 1, step 4)', () => {
+describe('authentication in the pipeline (docs/architecture.md, "Order of checks", step 4)', () => {
   it('answers a missing Authorization header with 401 and the Bearer challenge', async () => {
     const { authorization: _a, ...headers } = AUTH
     expectProblem(await get('/v1/properties', headers), {
@@ -277,7 +277,7 @@ describe('authentication in the pipeline (decisions 1, step 4)', () => {
   })
 })
 
-describe('parameters (decisions 3)', () => {
+describe('parameters (docs/partners.md, "Parameters and pagination")', () => {
   const formatError = (field: string) => ({ field, code: 'INVALID_FORMAT' as const, detail: 'Must be a whole number written with digits only.' })
 
   it.each(['page=', 'page', 'page=-1', 'page=%2B1', 'page=1.0', 'page=1e2', 'page=%201', 'page=one', 'page=0x1'])('refuses %s as INVALID_FORMAT', async (query) => {
@@ -368,7 +368,7 @@ describe('parameters (decisions 3)', () => {
   })
 })
 
-describe('every response (decisions 2)', () => {
+describe('every response (docs/partners.md, "Every answer")', () => {
   it('gives every answer its own request id and ignores the caller\'s', async () => {
     const a = await get('/v1/properties', { ...AUTH, 'service-request-id': 'mine' })
     const b = await get('/v1/nothing')
@@ -430,7 +430,7 @@ describe('request log (operations, Logs)', () => {
   })
 })
 
-describe('health (decisions 7)', () => {
+describe('health (docs/operations.md, "Health")', () => {
   it('answers 200 {"status":"ok"} alone', async () => {
     const res = await get('/v1/health', {})
     expect(res.statusCode).toBe(200)

@@ -10,7 +10,7 @@ import { eventually, keysUnder, PrivateRedis, REDIS_URL, removePrefix, testPrefi
 import { contractChecked } from './helpers/contract.js'
 import { oneOf, timed, type Timed } from './helpers/window.js'
 
-// Per-key quotas shared by every instance (decisions 6), against real Redis.
+// Per-key quotas shared by every instance (docs/architecture.md, "Quotas"), against real Redis.
 
 const prefix = testPrefix()
 const redis = new Redis(REDIS_URL)
@@ -40,7 +40,7 @@ function call(gateway: Gateway, key: string, url = '/v1/properties') {
   return gateway.app.inject({ url, headers: { host: ACME_HOST, 'user-agent': 'ratelimit-test/1.0', authorization: `Bearer ${key}` } })
 }
 
-describe('rate limits (decisions 6)', () => {
+describe('rate limits (docs/architecture.md, "Quotas")', () => {
   it('admits exactly the quota, with the RateLimit headers, then answers 429', async () => {
     const key = await newKey(5)
     for (let i = 1; i <= 5; i += 1) {

@@ -8,9 +8,9 @@ import { MemorySource } from './helpers/memory-source.js'
 import { expectProblem } from './helpers/problem.js'
 import { parseResponses, rawExchange } from './helpers/raw.js'
 
-// Decisions 10, slow clients, over real sockets: header and request deadlines, idle
-// keep-alive connections, and never a second answer on one request. Small deadlines, since
-// they are the subject.
+// Slow clients (docs/security.md, "Slow clients"), over real sockets: header and request
+// deadlines, idle keep-alive connections, and never a second answer on one request. Small
+// deadlines, since they are the subject.
 
 const HEADERS_TIMEOUT_MS = 400
 const REQUEST_TIMEOUT_MS = 1200
@@ -38,7 +38,7 @@ afterAll(async () => app.close())
 
 const HEAD = 'Host: localhost\r\nUser-Agent: slow-client/1.0\r\n'
 
-describe('slow clients (decisions 10)', () => {
+describe('slow clients (docs/security.md, "Slow clients")', () => {
   it('cuts a client that sends its headers slowly, with 408 problem+json', async () => {
     // A header line every 100 ms, for 15 s: far longer than the deadline. The server, not the
     // client's end, closes the connection (no duration is asserted: the machine may be busy).

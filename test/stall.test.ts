@@ -11,8 +11,8 @@ import { ACME_HOST } from './helpers/config.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
 
 // The real process (`npm start` runs dist/src/server.js): load shedding with its shipped
-// settings must tell a stall from overload (decisions 10), and the start warns about a PMS
-// reached over plain http: across the network.
+// settings must tell a stall from overload (docs/security.md, "Load shedding"), and the start
+// warns about a PMS reached over plain http: across the network.
 
 const prefix = testPrefix()
 const redis = new Redis(REDIS_URL)
@@ -53,7 +53,7 @@ function start(port: number, env: NodeJS.ProcessEnv = {}): { child: ChildProcess
   return { child, printed: () => text, exited }
 }
 
-describe('a process paused for 1.5 s (decisions 10)', () => {
+describe('a process paused for 1.5 s (docs/architecture.md §D17)', () => {
   it('answers every request that waited, and sheds nothing afterwards', async () => {
     const port = await freePort()
     const { child, printed, exited } = start(port)

@@ -46,7 +46,7 @@ describe('traceparent (W3C Trace Context)', () => {
   })
 })
 
-describe('tracestate (decisions 10: forwarded only when well-formed and at most 512 characters)', () => {
+describe('tracestate (docs/security.md, "Big inputs": forwarded only when well-formed and at most 512 characters)', () => {
   const parent = `00-${TRACE}-${SPAN}-01`
 
   it.each([

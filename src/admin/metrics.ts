@@ -6,8 +6,8 @@ import type { BreakerState } from '../upstream/upstream.js'
 import { CounterSeries, HistogramSeries } from './series.js'
 
 // The gateway's metrics. Their names and labels are a contract with operators
-// (operations.md): add, never rename. Each gateway has its own registry, so several can
-// live in one process (tests) without sharing counters.
+// (docs/operations.md, "Metrics"): add, never rename. Each gateway has its own registry, so
+// several can live in one process (tests) without sharing counters.
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, halfOpen: 1, open: 2 }
 

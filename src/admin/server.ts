@@ -11,7 +11,8 @@ import { statusReport, type StatusSources } from './status.js'
 // of its own so that neither route is ever reachable on the public one. With ADMIN_TOKEN
 // set, both need `Authorization: Bearer <ADMIN_TOKEN>`. `/livez` needs none: an orchestrator's
 // liveness probe carries no token, and it tells nothing but that the process answers. Its
-// refusals are problem+json like the public port's, with a Service-Request-Id.
+// refusals are problem+json like the public port's, with a Service-Request-Id
+// (docs/architecture.md §D18).
 
 const LIVENESS_PATH = '/livez'
 const ADMIN_CHALLENGE = 'Bearer realm="admin"'

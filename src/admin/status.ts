@@ -5,7 +5,8 @@ import type { RedisMonitor } from '../redis.js'
 import type { BreakerState, Upstream } from '../upstream/upstream.js'
 import { VERSION } from '../version.js'
 
-// GET /status on the admin port (operations.md): what an SRE needs without reading logs.
+// GET /status on the admin port (docs/operations.md, "Status"): what an SRE needs without
+// reading logs.
 
 export interface StatusSources {
   health: HealthState

@@ -1,4 +1,5 @@
-// Response headers shared by every answer (decisions 2).
+// Response headers shared by every answer (docs/partners.md, "Every answer"); `no-store` on
+// every one of them, health included (docs/architecture.md §D4).
 export const HEADER_REQUEST_ID = 'service-request-id'
 export const HEADER_CORRELATION_ID = 'service-correlation-id'
 export const HEADER_PROPERTY_ID = 'service-property-id'

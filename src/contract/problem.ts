@@ -39,7 +39,7 @@ export const problemJsonSchema = {
   required: ['type', 'title', 'status', 'detail', 'moreInfo', 'instance', 'code', 'errors', 'requestId', 'timestamp'],
 } as const
 
-/** No answer grows with the caller's input (decisions 10): at most this many field errors. */
+/** No answer grows with the caller's input (docs/security.md, "Big inputs"): at most this many field errors. */
 export const MAX_FIELD_ERRORS = 20
 
 /** No problem `detail` quotes more than this many characters of what the partner sent. */
@@ -130,7 +130,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   reply.code(error.status)
   reply.headers(COMMON_HEADERS)
   reply.header(HEADER_REQUEST_ID, request.id)
-  // A correlation id is echoed on successes only (decisions 2).
+  // A correlation id is echoed on successes only (docs/partners.md, "Every answer").
   reply.removeHeader('service-correlation-id')
   if (error.headers !== undefined) reply.headers(error.headers)
   if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter))

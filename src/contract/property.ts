@@ -2,7 +2,8 @@ import fastJson from 'fast-json-stringify'
 import { z } from 'zod'
 
 // The public Property (contract 2.5). Field order here is the order on the wire
-// (decisions 4). The response serialiser's JSON schemas are derived from this one.
+// (docs/architecture.md, "Properties"). The response serialiser's JSON schemas are derived from
+// this one.
 
 export const UTC_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 

@@ -2,8 +2,9 @@ import { errorCatalog, type ErrorCode } from '../contract/errors.js'
 import { BODY_METHODS, builtInRoutes, idempotencyOf, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
-// (decisions 1, routes.md). The OpenAPI document, the error pages and the contract test all
-// read this one function, so the documentation cannot promise less than the pipeline does.
+// (docs/architecture.md, "Order of checks"). The OpenAPI document, the error pages and the
+// contract test all read this one function, so the documentation cannot promise less than the
+// pipeline does.
 //
 // Codes are sorted into the steps that only some routes take; every other code of the
 // catalog can answer on any route (routing, negotiation, the HTTP parser, timeouts, faults).

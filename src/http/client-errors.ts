@@ -7,10 +7,11 @@ import { generateRequestId } from './request-context.js'
 import { MAX_URL_LENGTH } from './limits.js'
 import type { RouteIndex } from './route-index.js'
 
-// Requests that Node's HTTP parser refuses, and those Node's server would answer or drop on
-// its own (CONNECT, an unknown Expect), never reach Fastify's routes or hooks as they are;
-// this answers them on the socket itself, still as problem+json with a request id (README,
-// "Order of checks"), or hands them to the routes in a form they take (an absolute-form target).
+// Requests that Node's HTTP parser refuses, and those Node's server would answer or drop on its
+// own (CONNECT, an unknown Expect), never reach Fastify's routes or hooks as they are; this
+// answers them on the socket itself, still as problem+json with a request id
+// (docs/architecture.md, "Order of checks"), or hands them to the routes in a form they take
+// (an absolute-form target).
 
 interface ParserError extends Error {
   code?: string
@@ -190,8 +191,8 @@ function answerRaw(socket: Socket, docsUrl: string, method: string, instance: st
 
 export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
   return function onClientError(error: ParserError, socket: HttpSocket): void {
-    // Once a response has started on this socket, another would corrupt it (decisions 10):
-    // the connection just closes.
+    // Once a response has started on this socket, another would corrupt it (docs/security.md,
+    // "Slow clients"): the connection just closes.
     if (error.code === 'ECONNRESET' || !socket.writable || answered(socket)) {
       socket.destroy()
       return

@@ -1,8 +1,8 @@
 import { monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks'
 
-// Load shedding that reacts to sustained overload, not to one stall (decisions 10). Each
-// sample looks at the *median* event-loop delay of its interval (one long pause is one
-// outlier among many short delays) and at the utilisation; only `sustainedSamples`
+// Load shedding that reacts to sustained overload, not to one stall (docs/architecture.md
+// §D17). Each sample looks at the *median* event-loop delay of its interval (one long pause is
+// one outlier among many short delays) and at the utilisation; only `sustainedSamples`
 // overloaded samples in a row turn shedding on, and the first sample that keeps up turns it
 // off. A process paused for 1.5 s (a GC pause, a throttled container) makes at most two
 // overloaded samples: it answers the requests that waited and sheds nothing.

@@ -56,9 +56,10 @@ export function newSpanId(): string {
 }
 
 // tracestate (spec 3.3): up to 32 comma-separated list-members `key=value`, with optional
-// spaces and tabs around each; empty members are allowed. We forward it only when it
-// follows this grammar and is at most MAX_TRACESTATE_LENGTH characters (decisions 10), so a
-// caller cannot push markup, raw bytes or kilobytes into upstream requests through it.
+// spaces and tabs around each; empty members are allowed. We forward it only when it follows
+// this grammar and is at most MAX_TRACESTATE_LENGTH characters (docs/security.md, "Big
+// inputs"), so a caller cannot push markup, raw bytes or kilobytes into upstream requests
+// through it.
 export const MAX_TRACESTATE_LENGTH = 512
 const MAX_TRACESTATE_MEMBERS = 32
 const SIMPLE_KEY = '[a-z][a-z0-9_\\-*/]{0,255}'

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { RedisClient } from '../redis.js'
 
-// The idempotency records of declared routes (README, "Safe retries of writes"): one per
+// The idempotency records of declared routes (docs/architecture.md, "Idempotency records"): one per
 // credential, method, route and Idempotency-Key, shared by every instance through Redis.
 //
 // Redis layout (under the namespace, `gw:` by default):

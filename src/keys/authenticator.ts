@@ -8,9 +8,9 @@ import type { KeyRecord, KeyStore } from './store.js'
 // key (or a known miss) is answered from this instance's cache (record-cache.ts), which the
 // key tool's changes evict on every instance at once.
 //
-// The checksum is public, so keys that pass it are free to invent (decisions 10). Misses are
-// remembered apart from known keys: a flood of invented keys costs at most one look-up per
-// key per `ttlMs` and never pushes a partner's key out of the known-key cache.
+// The checksum is public, so keys that pass it are free to invent (docs/security.md, "Invented
+// keys"). Misses are remembered apart from known keys: a flood of invented keys costs at most
+// one look-up per key per `ttlMs` and never pushes a partner's key out of the known-key cache.
 
 export interface VerifyHooks {
   /** Called just before a credential that is in no cache is looked up or checked; may throw to refuse. */
@@ -118,7 +118,8 @@ function invalidKey(): ApiError {
 /** The principal of a record found for a key of `mode`, or why the key may not be used. */
 function admit(entry: CachedKey, mode: KeyMode): Principal {
   const { record } = entry
-  // The prefix says the mode; a record that says otherwise is not this key (decisions 9).
+  // The prefix says the mode; a record that says otherwise is not this key
+  // (docs/architecture.md, "Test mode").
   if (record.mode !== mode) throw invalidKey()
   if (entry.expiresAtMs <= Date.now()) throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt as string}.`)
   if (record.status === 'suspended') throw new ApiError('API_KEY_SUSPENDED', 'The API key is suspended.')

@@ -5,7 +5,8 @@ import type { KeyMode } from './principal.js'
 // API key format: `svc_live_` or `svc_test_`, 22 base62 characters of randomness (131 bits),
 // then 6 base62 characters of CRC32 over everything before them. The checksum lets the
 // gateway refuse a mistyped or invented key without asking Redis, and lets secret scanners
-// recognise a leaked key with few false positives (the scheme GitHub's tokens use).
+// recognise a leaked key with few false positives (the scheme GitHub's tokens use;
+// docs/architecture.md §D7).
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const SECRET_LENGTH = 22

@@ -1,4 +1,4 @@
-/** `svc_live_` keys reach live data, `svc_test_` keys only sandboxes (decisions 9). */
+/** `svc_live_` keys reach live data, `svc_test_` keys only sandboxes (docs/architecture.md, "Test mode"). */
 export type KeyMode = 'live' | 'test'
 
 /** What a credential may do: every scope (also those of routes added later), or these. */

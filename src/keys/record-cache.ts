@@ -8,9 +8,9 @@ import type { KeyStore } from './store.js'
 //
 // Misses are remembered in a small cache of their own: a flood of invented credentials costs
 // at most one look-up per digest per `ttlMs` and never pushes a partner's record out of the
-// known-record cache (README, "The public port under attack"). While the store is
+// known-record cache (docs/security.md, "Invented keys"). While the store is
 // unreachable, a cached record keeps working for `graceMs` past its lifetime; a record never
-// seen is answered 503.
+// seen is answered 503 (docs/architecture.md §D9).
 
 export interface RecordCacheOptions {
   ttlMs: number

@@ -8,7 +8,7 @@ import { request } from 'undici'
 // that waits for it. A fetch that fails keeps the last good keys, however old: an outage of
 // the identity provider never refuses a token that was valid before it. (jose's remote key
 // set drops its keys once they are older than its cache age, and then refuses every token
-// while the provider is down; hence this.)
+// while the provider is down; hence this. docs/architecture.md §D16)
 
 export interface JwksOptions {
   issuer: string

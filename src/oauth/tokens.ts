@@ -14,13 +14,14 @@ import { IssuerKeys, type JwksStatus } from './jwks.js'
 // OAuth 2.0 access tokens (RFC 9068 JWTs, checked per RFC 8725), the gateway as resource
 // server: a token is verified against its issuer's published keys, never by calling the
 // identity provider per request; its client's grant (registered with the key tool) says what
-// it may do. README, "Access tokens (OAuth 2.0)".
+// it may do (docs/architecture.md, "Access tokens").
 //
 // A verified token is remembered by its digest (never the token) until its `exp`: a partner
 // that reuses a token pays one signature check per instance, and every later request is
-// answered synchronously, as a cached API key is. Forged tokens are never remembered: each
-// costs a parse and, with a key id the issuer publishes, one signature check, and counts as
-// a 401 against its client address (README, "The public port under attack").
+// answered synchronously, as a cached API key is (docs/architecture.md §D15). Forged tokens
+// are never remembered: each costs a parse and, with a key id the issuer publishes, one
+// signature check, and counts as a 401 against its client address (docs/security.md, "Forged
+// access tokens").
 
 interface Issuer {
   config: IssuerConfig
@@ -164,7 +165,7 @@ export class TokenAuthenticator implements KeyVerifier {
       return this.admit(known, hooks)
     }
     // A signature check, perhaps a JWKS fetch and a grant look-up: counted against the client
-    // address while it runs (README, "The public port under attack"); the stage gives it back
+    // address while it runs (docs/security.md, "Invented keys"); the stage gives it back
     // if the token is good.
     hooks.beforeLookup?.()
     return this.check(token, digest).then((verified) => this.admit(verified, {}))
@@ -193,7 +194,7 @@ export class TokenAuthenticator implements KeyVerifier {
       mode: record.mode,
       properties: grant.properties,
       rateLimit: record.rateLimit,
-      // The grant's scopes are the most a token of it may do (README, "Access tokens (OAuth 2.0)").
+      // The grant's scopes are the most a token of it may do (docs/architecture.md, "Scopes").
       scopes: token.tokenScopes === null ? grant.scopes : intersect(token.tokenScopes, grant.scopes),
     }
     token.grant = grant

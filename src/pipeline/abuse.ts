@@ -1,11 +1,11 @@
 import { LRUCache } from 'lru-cache'
 import { ApiError } from '../contract/errors.js'
 
-// Decisions 10: 401 answers counted per client address. An address over its allowance
-// answers 429 RATE_LIMITED at once, before any key look-up, until its minute ends. A
-// look-up of a key this instance does not know counts as a failure while it runs (and stays
-// one if the key is refused), so a burst of concurrent requests cannot slip past the bound.
-// Counted in memory, per instance, bounded in the addresses it tracks.
+// 401 answers counted per client address (docs/security.md, "Invented keys"). An address over
+// its allowance answers 429 RATE_LIMITED at once, before any key look-up, until its minute
+// ends. A look-up of a key this instance does not know counts as a failure while it runs (and
+// stays one if the key is refused), so a burst of concurrent requests cannot slip past the
+// bound. Counted in memory, per instance, bounded in the addresses it tracks.
 
 const MINUTE_MS = 60_000
 

@@ -6,8 +6,9 @@ import type { KeyVerifier } from '../keys/authenticator.js'
 import type { Principal } from '../keys/principal.js'
 import type { AuthFailureLimiter } from './abuse.js'
 
-// Step 4 of the order of checks (README, "Order of checks"): who is calling (an API key or an
-// access token), and may they call this brand's host? The scope check (pipeline/scope.ts) follows.
+// Step 4 of the order of checks (docs/architecture.md, "Order of checks"): who is calling (an
+// API key or an access token), and may they call this brand's host? The scope check
+// (pipeline/scope.ts) follows.
 
 // RFC 6750 2.1: the scheme is case-insensitive; b64token characters only after one space.
 const BEARER = /^bearer ([A-Za-z0-9\-._~+/]+=*)$/i
@@ -35,7 +36,8 @@ export function authenticationStage(verifier: KeyVerifier, failures?: AuthFailur
       if (principal instanceof Promise) return principal.then((p) => admit(request, p))
       return admit(request, principal)
     }
-    // Decisions 10: an address over its 401 allowance is refused before any look-up.
+    // An address over its 401 allowance (docs/security.md, "Invented keys") is refused before
+    // any look-up.
     const address = request.ip
     failures.check(address)
     let reserved = false

@@ -3,9 +3,10 @@ import { ApiError } from '../contract/errors.js'
 import { quoteInput } from '../contract/problem.js'
 import { BODY_METHODS, DEFAULT_BODY_BYTES, type RoutePolicy } from '../routes/policy.js'
 
-// Step 3 (end) of decisions 1 and routes.md: whether the request may carry a body, judged
-// from its framing headers. A body a route takes is read later, by its content parser, which
-// runs after the key is checked; a route's methods without a body refuse one.
+// Step 3 (end) of the order of checks (docs/architecture.md, "Order of checks"): whether the
+// request may carry a body, judged from its framing headers. A body a route takes is read
+// later, by its content parser, which runs after the key is checked; a route's methods without
+// a body refuse one.
 
 function tooLarge(limit: number): ApiError {
   return new ApiError('PAYLOAD_TOO_LARGE', `The request body exceeds ${limit} bytes.`)
@@ -46,9 +47,9 @@ export function bodyStage(policy: RoutePolicy) {
 
 /**
  * A request that may carry no body. Fastify does not read bodies of GET and HEAD, so the
- * framing headers tell. A chunked one is refused at once, unread (decisions 10): waiting for
- * its end would let a client hold the connection open before any key is checked. Its
- * connection closes, since the unread body cannot be told from the next request.
+ * framing headers tell. A chunked one is refused at once, unread (docs/security.md, "Slow
+ * clients"): waiting for its end would let a client hold the connection open before any key is
+ * checked. Its connection closes, since the unread body cannot be told from the next request.
  */
 function refuseBody(request: FastifyRequest, reply: FastifyReply): void {
   if (request.headers['transfer-encoding'] !== undefined) {

@@ -3,8 +3,9 @@ import { ApiError, type FieldError } from '../contract/errors.js'
 import { HEADER_CORRELATION_ID, HEADER_PROPERTY_ID } from '../contract/headers.js'
 import { IDEMPOTENCY_METHODS, type IdempotencyRule, type Scope } from '../routes/policy.js'
 
-// Step 3 of decisions 1 (and routes.md): the request headers a route requires or refuses.
-// `Service-Property-Id` is required on property-scoped routes and refused on brand-wide ones.
+// Step 3 of the order of checks (docs/architecture.md, "Order of checks"): the request headers
+// a route requires or refuses. `Service-Property-Id` is required on property-scoped routes and
+// refused on brand-wide ones.
 
 export const USER_AGENT = /^[\x20-\x7E]{3,255}$/
 export const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/

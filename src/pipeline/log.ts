@@ -6,11 +6,12 @@ import type { Metrics } from '../admin/metrics.js'
 import type { ErrorCode } from '../contract/errors.js'
 import type { Tracing } from '../tracing/tracing.js'
 
-// After every response: one log line (README, "Logs"), the request metrics and, when
-// tracing is on, the end of the request's server span. None ever sees a key. The line is the one pino would write (level, time, pid, hostname, the
-// fields, msg) but serialised by a function compiled once for its fixed fields and written to
-// the logger's own destination: pino's generic serialiser, which walks every field of every
-// line, was a tenth of a cached request's CPU.
+// After every response: one log line (docs/operations.md, "Logs"), the request metrics and,
+// when tracing is on, the end of the request's server span. None ever sees a key. The line is
+// the one pino would write (level, time, pid, hostname, the fields, msg) but serialised by a
+// function compiled once for its fixed fields and written to the logger's own destination:
+// pino's generic serialiser, which walks every field of every line, was a tenth of a cached
+// request's CPU.
 
 const text = { type: 'string' }
 const maybeText = { type: ['string', 'null'] }

@@ -2,10 +2,10 @@ import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
 import { quoteInput } from '../contract/problem.js'
 
-// Step 2 of decisions 1: does the Accept header admit application/json?
-// RFC 9110 12.5.1: the most specific media range that matches decides the q-value;
-// q=0 means "not acceptable". Parameters other than q do not narrow a match here, since
-// we produce application/json in one form only.
+// Step 2 of the order of checks (docs/architecture.md, "Order of checks"): does the Accept
+// header admit application/json? RFC 9110 12.5.1: the most specific media range that matches
+// decides the q-value; q=0 means "not acceptable". Parameters other than q do not narrow a
+// match here, since we produce application/json in one form only.
 
 const QVALUE = /^(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/
 

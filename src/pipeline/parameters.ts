@@ -3,9 +3,10 @@ import { ApiError, type FieldError } from '../contract/errors.js'
 import { MAX_FIELD_ERRORS, QuoteBudget, quoteInput } from '../contract/problem.js'
 import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/policy.js'
 
-// Step 6 of decisions 1, with the rules of decisions 3 for every route's own allow-list:
-// integers are plain digits within a range, every parameter is given once, unknown names are
-// refused with a suggestion; path parameters are UUIDs or plain strings.
+// Step 6 of the order of checks (docs/architecture.md, "Order of checks"), with the rules of
+// docs/partners.md, "Parameters and pagination" for every route's own allow-list: integers are
+// plain digits within a range, every parameter is given once, unknown names are refused with a
+// suggestion; path parameters are UUIDs or plain strings.
 
 const DIGITS = /^[0-9]+$/
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
@@ -41,7 +42,7 @@ function unknownParameter(name: string, known: string[]): FieldError {
 
 /**
  * `'a', 'b'`, naming at most as many as a problem lists field errors, and no more of the names
- * than `budget` allows (they may be the partner's own; README, "The public port under attack").
+ * than `budget` allows (they may be the partner's own; docs/security.md, "Big inputs").
  */
 function namesOf(errors: FieldError[], budget: QuoteBudget): string {
   const named: string[] = []

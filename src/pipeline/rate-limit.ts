@@ -3,11 +3,12 @@ import { ApiError } from '../contract/errors.js'
 import type { Principal } from '../keys/principal.js'
 import type { RateLimiter, Verdict } from '../ratelimit/limiter.js'
 
-// Step 5 of the order of checks (README, "Rate limits"): the credential's quota (an API key's,
-// or a token client's grant's). Every authenticated answer under the quota carries the
-// contract's RateLimit-Limit, -Remaining and -Reset, and beside them the two fields of
-// draft-ietf-httpapi-ratelimit-headers-11 as RFC 9651 structured fields: `RateLimit-Policy: "default";q=<quota>;w=<window seconds>`
-// and `RateLimit: "default";r=<left>;t=<seconds to reset>`. Over it, 429 RATE_LIMITED with
+// Step 5 of the order of checks (docs/architecture.md, "Quotas"): the credential's quota (an
+// API key's, or a token client's grant's). Every authenticated answer under the quota, errors
+// included (docs/architecture.md §D5), carries the contract's RateLimit-Limit, -Remaining and
+// -Reset, and beside them the two fields of draft-ietf-httpapi-ratelimit-headers-11 as RFC 9651
+// structured fields: `RateLimit-Policy: "default";q=<quota>;w=<window seconds>` and
+// `RateLimit: "default";r=<left>;t=<seconds to reset>`. Over it, 429 RATE_LIMITED with
 // Retry-After. When Redis cannot answer, the request goes through without the headers (fail
 // open, counted and logged by the limiter).
 

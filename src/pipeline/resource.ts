@@ -5,16 +5,18 @@ import { accessibleProperty } from '../properties/access.js'
 import type { PropertySource } from '../properties/source.js'
 import type { RoutePolicy } from '../routes/policy.js'
 
-// Steps after the input checks, before any upstream is called: a test key must have a
-// sandbox for every upstream the route reads (decisions 9), and on a property-scoped route
-// the key must be allowed the property of `Service-Property-Id` (routes.md, step 7). They run
-// as preHandler hooks, after the body (if any) is read and found well-formed.
+// Steps after the input checks, before any upstream is called: a test key must have a sandbox
+// for every upstream the route reads (docs/architecture.md, "Test mode"), and on a
+// property-scoped route the key must be allowed the property of `Service-Property-Id`
+// (docs/architecture.md, "Order of checks", step 7). They run as preHandler hooks, after the
+// body (if any) is read and found well-formed.
 
 /** Which upstreams have a sandbox for test keys. */
 export type SandboxCheck = (upstream: string) => boolean
 
 export function testModeStage(policy: RoutePolicy, hasSandbox: SandboxCheck) {
-  // A route whose every upstream has a sandbox needs no check at all.
+  // A route whose every upstream has a sandbox needs no check at all; on the others a test
+  // credential is refused, never sent to live data (docs/architecture.md §D20).
   if (policy.upstreams.every(hasSandbox)) return undefined
   return async function checkTestMode(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
     if (callerOf(request).principal.mode !== 'test') return

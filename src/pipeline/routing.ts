@@ -4,9 +4,9 @@ import { pathOf, quoteInput } from '../contract/problem.js'
 import { MAX_URL_LENGTH } from '../http/limits.js'
 import type { RouteIndex } from '../http/route-index.js'
 
-// Step 1 of decisions 1: the route. Unknown host or path 404, trailing slash and wrong
-// case 400, other method 405 with Allow, oversize target 414. A detail quotes the path or
-// host the partner sent, cut to a bounded length.
+// Step 1 of the order of checks (docs/architecture.md, "Order of checks"): the route. Unknown
+// host or path 404, trailing slash and wrong case 400, other method 405 with Allow, oversize
+// target 414. A detail quotes the path or host the partner sent, cut to a bounded length.
 
 function checkUrlLength(request: FastifyRequest): void {
   if (request.url.length > MAX_URL_LENGTH) {

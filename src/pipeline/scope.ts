@@ -3,9 +3,10 @@ import { insufficientScope } from '../contract/errors.js'
 import type { Principal } from '../keys/principal.js'
 import { scopeOf, type RoutePolicy } from '../routes/policy.js'
 
-// Step 4 of the order of checks (README, "Order of checks"), after the brand: may this
-// credential do what the request asks? Each route's policy names the scope of each method
-// (routes/policy.ts). A refusal comes before the quota, so it spends none (README, "Scopes").
+// Step 4 of the order of checks (docs/architecture.md, "Order of checks"), after the brand: may
+// this credential do what the request asks? Each route's policy names the scope of each method
+// (routes/policy.ts). A refusal comes before the quota, so it spends none (docs/architecture.md
+// §D6).
 
 export function scopeStage(policy: RoutePolicy) {
   // The scope of each method the route takes, HEAD included, looked up once here.

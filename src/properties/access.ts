@@ -4,9 +4,10 @@ import type { Property } from '../contract/property.js'
 import { callerOf } from '../http/request-state.js'
 import type { PropertySource, SourceContext } from './source.js'
 
-// May this key use this property of the host's brand (decisions 4)? One answer for
-// GET /v1/properties/{id} and for every property-scoped declared route (routes.md, step 7),
-// decided on every request: a cached PMS answer never carries a verdict.
+// May this key use this property of the host's brand (docs/architecture.md, "Properties")? One
+// answer for GET /v1/properties/{id} and for every property-scoped declared route
+// (docs/architecture.md, "Order of checks", step 7), decided on every request: a cached PMS
+// answer never carries a verdict.
 
 export function notFound(id: string): ApiError {
   return new ApiError('PROPERTY_NOT_FOUND', `No property with id '${id}' exists for this brand.`)
@@ -25,7 +26,7 @@ export function sourceContext(request: FastifyRequest): SourceContext {
   }
 }
 
-/** The property `id` (lower case) if the caller may use it; otherwise the 403 or 404 to answer. */
+/** The property `id` (lower case) if the caller may use it; otherwise the 403 or 404 to answer (docs/architecture.md §D2). */
 export async function accessibleProperty(source: PropertySource, id: string, request: FastifyRequest, accessDeniedStatus: 403 | 404): Promise<Property> {
   const { brand, principal } = callerOf(request)
   const mayUse = principal.properties === 'all' || principal.properties.has(id)

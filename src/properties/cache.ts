@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 // The read cache in front of one upstream: lru-cache's `fetch` makes concurrent misses of a
 // key share one load, keeps entries fresh for `ttlMs`, and, when a refresh fails, hands back
 // the stale copy; this class bounds that staleness to `staleIfErrorMs` (lru-cache has no
-// maximum age of its own).
+// maximum age of its own). It holds answers, never an access decision (docs/architecture.md §D10).
 //
 // A failed load rejects every request that shared it, but lru-cache hands the error (and the
 // "stale" verdict) only to the request that started the load: the others find neither in

@@ -2,9 +2,9 @@ import type { Property } from '../contract/property.js'
 import { ContractError } from '../upstream/errors.js'
 import type { PmsHotel } from '../upstream/pms-record.js'
 
-// PMS hotel record -> public Property (decisions 4). A pure allow-list: each public field
-// names the one PMS field it comes from; nothing else of the record can reach a partner,
-// whatever the PMS adds tomorrow.
+// PMS hotel record -> public Property (docs/architecture.md, "The PMS"). A pure allow-list:
+// each public field names the one PMS field it comes from; nothing else of the record can reach
+// a partner, whatever the PMS adds tomorrow.
 
 const RFC3339_PARTS = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/
 

@@ -33,7 +33,7 @@ function byCreatedThenId(a: Property, b: Property): number {
 export class PmsPropertySource implements PropertySource {
   constructor(private readonly upstreams: Partial<Record<KeyMode, PmsUpstream>>) {}
 
-  /** The PMS of a key's mode; a test key without a sandbox was refused before (decisions 9). */
+  /** The PMS of a key's mode; a test key without a sandbox was refused before (docs/architecture.md, "Test mode"). */
   private upstreamFor(mode: KeyMode): PmsUpstream {
     const upstream = this.upstreams[mode]
     if (upstream === undefined) throw new ApiError('TEST_MODE_UNAVAILABLE', 'This endpoint has no sandbox: test keys (svc_test_) cannot use it; use a live key.')
@@ -80,6 +80,7 @@ export class PmsPropertySource implements PropertySource {
     await Promise.all(Array.from({ length: Math.min(CHUNK_CONCURRENCY, chunks.length) }, worker))
     const active = parts.flat().sort(byCreatedThenId)
     const start = (page - 1) * perPage
+    // A page past the end is empty, with the true total (docs/architecture.md §D1).
     return { items: start >= active.length ? [] : active.slice(start, start + perPage), total: active.length }
   }
 
@@ -119,7 +120,7 @@ export class PmsPropertySource implements PropertySource {
     context.observe?.({ cache, ...(started === undefined ? {} : { upstreamMs: performance.now() - started }) })
   }
 
-  /** Every upstream failure as the partner sees it (decisions 5); `detail` never quotes the PMS. */
+  /** Every upstream failure as the partner sees it (docs/architecture.md, "Upstream failures"); `detail` never quotes the PMS. */
   private normalise(error: unknown, upstream: PmsUpstream): ApiError {
     if (error instanceof ApiError) return error
     if (error instanceof UpstreamError && error.kind === 'unavailable') {

@@ -5,9 +5,10 @@ import { builtInRoutes, routerPath } from '../routes/policy.js'
 import { accessibleProperty, sourceContext } from './access.js'
 import type { PropertySource } from './source.js'
 
-// GET /v1/properties and GET /v1/properties/{propertyId}: authorisation per decisions 4,
-// decided on every request (a cached PMS answer never carries a verdict). Their checks up to
-// step 6 come from their policies (routes/policy.ts), composed in app.ts.
+// GET /v1/properties and GET /v1/properties/{propertyId}: authorisation per
+// docs/architecture.md, "Properties", decided on every request (a cached PMS answer never
+// carries a verdict). Their checks up to step 6 come from their policies (routes/policy.ts),
+// composed in app.ts.
 
 export function propertyRoutes(source: PropertySource) {
   return async function routes(app: FastifyInstance): Promise<void> {

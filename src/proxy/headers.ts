@@ -4,11 +4,12 @@ import { outgoingTraceHeaders } from '../http/trace.js'
 import type { Scopes } from '../keys/principal.js'
 import { pathParameterNames, placeholders, type RoutePolicy } from '../routes/policy.js'
 
-// The headers of a forwarded call, both ways (README, "Declared routes"). A service behind the
-// gateway trusts what it receives, so the request's headers are an allow-list: the few a
-// partner's request passes on as they are, then the gateway's own, which no partner can send.
-// Anything else (a method override, an X-Original-URL, a Content-Encoding, an Expect, a name
-// with an underscore that a CGI-style server reads as X-Service-Brand) never crosses.
+// The headers of a forwarded call, both ways (docs/architecture.md, "What the service
+// receives"; docs/architecture.md, "What the partner receives"). A service behind the gateway
+// trusts what it receives, so the request's headers are an allow-list: the few a partner's
+// request passes on as they are, then the gateway's own, which no partner can send. Anything
+// else (a method override, an X-Original-URL, a Content-Encoding, an Expect, a name with an
+// underscore that a CGI-style server reads as X-Service-Brand) never crosses.
 
 /** Partner headers a service receives unchanged (Service-Correlation-Id only once it is valid). */
 const PASSED_REQUEST_HEADERS = ['accept', 'accept-language', 'user-agent'] as const

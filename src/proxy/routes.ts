@@ -17,10 +17,11 @@ import { headSize, LocationMap, mapLinks, PASSED_RESPONSE_HEADERS, ScopesHeader,
 import type { Services, ServiceTarget } from './services.js'
 import { fillPath, queryOf } from './target.js'
 
-// Declared routes (routes.md): each is forwarded with @fastify/http-proxy to its service once
-// the pipeline's checks have passed (app.ts attaches them from the route's policy). Every
-// answer of the service is judged here before a byte reaches the partner: what may pass is
-// streamed as it comes; every failure becomes problem+json that quotes nothing of it.
+// Declared routes (docs/architecture.md, "Declared routes"): each is forwarded with
+// @fastify/http-proxy to its service once the pipeline's checks have passed (app.ts attaches
+// them from the route's policy). Every answer of the service is judged here before a byte
+// reaches the partner: what may pass is streamed as it comes; every failure becomes
+// problem+json that quotes nothing of it.
 
 /**
  * Why a streamed answer ended before its end: the whole-call deadline, the partner taking no
@@ -160,8 +161,8 @@ function announcesBody(request: FastifyRequest): boolean {
 const REPLAYED_HEADERS = ['content-type', 'content-language', 'location', 'link'] as const
 
 /**
- * What tells two requests with one Idempotency-Key apart (README, "Safe retries of writes"):
- * the public path and query as sent, the property, the body's type and its bytes.
+ * What tells two requests with one Idempotency-Key apart (docs/architecture.md, "Idempotency
+ * records"): the public path and query as sent, the property, the body's type and its bytes.
  */
 function fingerprintOf(request: FastifyRequest): string {
   const type = request.headers['content-type']
@@ -299,7 +300,7 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
         reply.header('idempotent-replayed', 'true')
         reply.headers(COMMON_HEADERS)
-        // Echoed on successes only (decisions 2), as on the answer first sent.
+        // Echoed on successes only (docs/partners.md, "Every answer"), as on the answer first sent.
         if (answer.status >= 200 && answer.status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
         reply.send(answer.body)
       }
@@ -419,7 +420,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
           const mapped = mapLinks(link, locations)
           if (mapped !== undefined) reply.header('link', mapped)
         }
-        // A correlation id is echoed on successes only (decisions 2): 2xx, not a redirect.
+        // A correlation id is echoed on successes only (docs/partners.md, "Every answer"): 2xx,
+        // not a redirect.
         if (status >= 200 && status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
         if (entry !== undefined) keepAndSend(request, reply, target, status, res.stream)
         else streamOn(request, reply, target, res.stream, res.stream)
@@ -463,7 +465,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
 
       await app.register(async (scope) => {
         // The body is read only after the key is valid (content parsing follows onRequest),
-        // kept byte for byte, and checked to be JSON (routes.md, step 6).
+        // kept byte for byte, and checked to be JSON (docs/architecture.md, "Order of checks",
+        // step 6).
         if (policy.body !== 'none') {
           scope.addHook('preParsing', continueToBody)
           scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: policy.body.maxBytes }, (_request, body, done) => {
@@ -515,8 +518,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
             request.upstreamStartedAt = performance.now()
             const body = request.body as Buffer | undefined
             if (idempotency !== undefined && request.idempotencyKey !== null && idempotencyOf(policy, request.method) !== undefined) {
-              // Every refusal of the gateway's own comes before the record (README, "Safe retries
-              // of writes"): the head's size too, measured as the call will send it.
+              // Every refusal of the gateway's own comes before the record (docs/architecture.md
+              // §D21): the head's size too, measured as the call will send it.
               checkHeadSize(request, serviceHeaders(request, new URL(targetOf(request).origin).host, body === undefined ? undefined : String(body.length)))
               if (await claim(request, reply)) return reply
             }

@@ -1,9 +1,9 @@
 import type { ParsedQuery } from '../pipeline/parameters.js'
 
-// The path and query a service is called on (README, "Declared routes"): built from what
-// passed validation, never copied from the partner's request target. A `;` the service's
-// parser might split on, a `%00`, a second encoding, a dot segment: none reaches the service
-// as the partner wrote it.
+// The path and query a service is called on (docs/architecture.md, "What the service receives";
+// docs/architecture.md §D14): built from what passed validation, never copied from the
+// partner's request target. A `;` the service's parser might split on, a `%00`, a second
+// encoding, a dot segment: none reaches the service as the partner wrote it.
 
 /** RFC 3986 2.3 unreserved characters stay as they are; everything else is percent-encoded. */
 export function encodeComponent(text: string): string {

@@ -1,11 +1,12 @@
 import type { Logger } from 'pino'
 import type { QuotaStore } from './store.js'
 
-// A per-key fixed-window limit shared by every instance (decisions 6), exact and cheap:
-// an instance leases a small batch of the key's remaining quota in one atomic Redis call and
-// spends it locally. The batch shrinks to 1 as the quota runs out, so the instances together
-// never admit more than the limit, and little quota sits unspent in one instance while
-// another is refused. Concurrent requests of one key share a lease in flight.
+// A per-key fixed-window limit shared by every instance (docs/architecture.md, "Quotas";
+// docs/architecture.md §D8), exact and cheap: an instance leases a small batch of the key's
+// remaining quota in one atomic Redis call and spends it locally. The batch shrinks to 1 as the
+// quota runs out, so the instances together never admit more than the limit, and little quota
+// sits unspent in one instance while another is refused. Concurrent requests of one key share a
+// lease in flight.
 
 export interface Verdict {
   allowed: boolean
@@ -101,6 +102,7 @@ export class RateLimiter {
     if (granted === 0) state.exhausted = true
   }
 
+  /** Redis could not answer: the request goes through uncounted (docs/architecture.md §D9). */
   private failOpen(error: unknown): void {
     this.options.onFailOpen?.()
     // Once per incident, not once per request.

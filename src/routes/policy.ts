@@ -9,7 +9,7 @@ export type Method = (typeof METHODS)[number]
 /** Methods that carry a request body; the others (and HEAD) take none. */
 export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH'])
 
-/** Methods whose retries an `Idempotency-Key` makes safe on declared routes (README, "Safe retries"). */
+/** Methods whose retries an `Idempotency-Key` makes safe on declared routes (docs/architecture.md, "Idempotency records"). */
 export const IDEMPOTENCY_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH'])
 
 /** `optional`: a POST or PATCH may carry an Idempotency-Key; `required`: it must. */
@@ -57,7 +57,7 @@ export interface RoutePolicy {
   readonly pathParams: ParamsSpec
   /** What the body methods of the route may send; GET, HEAD and DELETE never take a body. */
   readonly body: 'none' | { readonly maxBytes: number }
-  /** Upstreams the route reads from: a test key needs a sandbox of each (decisions 9). */
+  /** Upstreams the route reads from: a test key needs a sandbox of each (docs/architecture.md, "Test mode"). */
   readonly upstreams: readonly string[]
   /** For proxy routes: the declared upstream and the path it is called on. */
   readonly forward?: { readonly upstream: string; readonly path: string }
@@ -200,7 +200,7 @@ export function assertPolicy(policy: RoutePolicy): void {
 // The built-in routes. Declared routes (config `routes`) join them in app.ts.
 
 export const PER_PAGE_DEFAULT = 20
-/** Keeps the PMS offset bounded: every distinct page is a PMS call (decisions 10). */
+/** Keeps the PMS offset bounded: every distinct page is a PMS call (docs/security.md, "Big inputs"). */
 export const PAGE_MAX = 10_000
 
 const pageRules: QuerySpec = {

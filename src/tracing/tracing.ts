@@ -17,12 +17,12 @@ import { VERSION } from '../version.js'
 import { clientSpans, spanName } from './client-spans.js'
 import { BoundedBatchProcessor, CountingExporter, type ExportObserver } from './export.js'
 
-// OpenTelemetry traces (README, "Tracing"): one server span per request, made by hand in the
-// request's first and last hooks, and one client span per upstream call, made by an
+// OpenTelemetry traces (docs/operations.md, "Tracing"): one server span per request, made by
+// hand in the request's first and last hooks, and one client span per upstream call, made by an
 // interceptor of the upstream's pool. No AsyncLocalStorage and no auto-instrumentation: the
-// request object carries its span, and the `traceparent` header of an upstream call carries
-// its parent. Built only when an endpoint is configured; otherwise there is no tracer at all
-// and the hooks are the ones without tracing.
+// request object carries its span, and the `traceparent` header of an upstream call carries its
+// parent. Built only when an endpoint is configured; otherwise there is no tracer at all and
+// the hooks are the ones without tracing.
 
 /** The last spans get this long to leave on close; an unreachable collector never holds up a shutdown. */
 const CLOSE_FLUSH_MS = 2000
@@ -52,8 +52,9 @@ class RequestIdGenerator implements IdGenerator {
  * The trace-id ratio sampler: keeps a trace when the rightmost 48 bits of its id, read as a
  * fraction of 2^48, fall below the ratio. Those bits are random in a W3C trace id (level 2
  * makes the rightmost 7 bytes the random part) and in the ids the gateway makes; the same id
- * always gets the same decision. The SDK's own ratio sampler folds all 128 bits together one
- * character at a time, a fifth of an unsampled request's tracing cost.
+ * always gets the same decision (docs/architecture.md §D19). The SDK's own ratio sampler
+ * folds all 128 bits together one character at a time, a fifth of an unsampled request's
+ * tracing cost.
  */
 export class RatioSampler implements Sampler {
   private readonly bound: number

@@ -1,5 +1,6 @@
-// Failures of an upstream call, by what the partner should be told (decisions 5). Callers
-// branch on `kind`, never on the message; the message is for the log line only.
+// Failures of an upstream call, by what the partner should be told (docs/architecture.md,
+// "Upstream failures"). Callers branch on `kind`, never on the message; the message is for the
+// log line only.
 
 export type UpstreamFailure =
   /** Timeout, refused or reset connection, 5xx, 429, open circuit, too many calls: 503. */

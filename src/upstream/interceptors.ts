@@ -4,7 +4,8 @@ import type { Dispatcher } from 'undici'
 // The resilience of every upstream call, as undici interceptors composed onto its pool
 // (`pool.compose(...)`, innermost first): the PMS client and every declared service get the
 // same timeout, retry, circuit breaker and in-flight bound. Each failure they add carries a
-// stable `code`; callers branch on it (upstream/errors.ts), never on a message.
+// stable `code`; callers branch on it (upstream/errors.ts), never on a message. The order
+// and what each does: docs/architecture.md, "Upstream calls".
 
 type Handler = Dispatcher.DispatchHandler
 type Controller = Dispatcher.DispatchController
@@ -195,7 +196,7 @@ export function buffered(): Interceptor {
 /**
  * Retries an idempotent call after a connection error that came before any answer, up to
  * `retries` times (with `buffered` below it, an answer counts once its body is complete). A
- * body that is a stream cannot be sent twice and is never retried.
+ * body that is a stream cannot be sent twice and is never retried (docs/architecture.md §D11).
  */
 export function retryConnectionErrors(retries: number, methods: ReadonlySet<string>): Interceptor {
   return (dispatch: Dispatch) => (options, handler) => {
@@ -319,11 +320,11 @@ export function isUnavailableStatus(status: number): boolean {
 
 /**
  * The circuit breaker (opossum keeps the statistics and the state). It counts only what the
- * upstream did: a call is recorded once it is about to leave on a connection, or once it
- * fails in a way that is the upstream's (no connection, a reset, a timeout); it counts as
- * failed when it errs before its answer or is answered 5xx or 429, as a success otherwise. A
- * call undici refused before sending (NOT_SENT_ERRORS) is never recorded: opossum's
- * errorFilter would have counted it a success, which also closes a half-open circuit.
+ * upstream did (docs/architecture.md §D12): a call is recorded once it is about to leave on a
+ * connection, or once it fails in a way that is the upstream's (no connection, a reset, a
+ * timeout); it counts as failed when it errs before its answer or is answered 5xx or 429, as a
+ * success otherwise. A call undici refused before sending (NOT_SENT_ERRORS) is never recorded:
+ * opossum's errorFilter would have counted it a success, which also closes a half-open circuit.
  *
  * While the circuit is open, calls fail at once with EOPENBREAKER and never reach the
  * upstream. Half-open, one call at a time is let through as the trial; which one is decided
@@ -389,10 +390,10 @@ export interface InFlight {
 
 /**
  * At most `max` calls in flight, and at most `perCredential` of them for one credential (the
- * value of `credentialHeader` in the call's headers; calls without it have no share). Over
- * the share, a call fails at once with CREDENTIAL_SHARE_FULL; over the bound, with
- * UPSTREAM_OVERLOADED: one caller cannot fill the bound alone. Both are released the moment
- * the call ends, is cut or fails.
+ * value of `credentialHeader` in the call's headers; calls without it have no share). Over the
+ * share, a call fails at once with CREDENTIAL_SHARE_FULL; over the bound, with
+ * UPSTREAM_OVERLOADED: one caller cannot fill the bound alone (docs/architecture.md §D13). Both
+ * are released the moment the call ends, is cut or fails.
  */
 export function inFlightLimit(max: number, counter: InFlight, share?: { perCredential: number; credentialHeader: string }): Interceptor {
   return (dispatch: Dispatch) => (options, handler) => {

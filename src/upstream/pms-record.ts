@@ -1,8 +1,9 @@
 import { z } from 'zod'
 import { ContractError } from './errors.js'
 
-// The PMS hotel record as pms-api.md defines it, checked at the boundary. Only the fields
-// the mapping uses are described; the PMS adds fields without notice and they are ignored.
+// The PMS hotel record as the PMS defines it (docs/architecture.md, "The PMS"), checked at the
+// boundary. Only the fields the mapping uses are described; the PMS adds fields without notice
+// and they are ignored.
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$/
 const LOWER_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/

@@ -117,7 +117,7 @@ export class Upstream {
     return this.counter.byCredential.get(credential) ?? 0
   }
 
-  /** A call that failed without an answer, as the partner is to be told (decisions 5). */
+  /** A call that failed without an answer, as the partner is to be told (docs/architecture.md, "Upstream failures"). */
   failure(error: unknown): UpstreamError {
     if (error instanceof UpstreamError) return error
     const code = errorCode(error)
@@ -140,7 +140,7 @@ export class Upstream {
     return new UpstreamError('unavailable', status === 429 ? 'throttled' : 'server_error', `${this.name}: answered ${status}`, own ?? 1)
   }
 
-  /** Seconds a partner should wait after `error`: to half-open while the circuit is open (decisions 5). */
+  /** Seconds a partner should wait after `error`: to half-open while the circuit is open (docs/architecture.md, "Upstream failures"). */
   retryAfterOf(error: UpstreamError): number {
     return this.state === 'open' ? this.retryAfterSeconds() : error.retryAfter ?? 1
   }

@@ -16,9 +16,9 @@ import { grantClient, issuerEnv, keyTool, oauthFor } from '../helpers/oauth.js'
 import { expectProblem } from '../helpers/problem.js'
 import { REDIS_URL } from '../helpers/redis.js'
 
-// Scopes on every route (README, "Scopes"): the key tool's --scopes, the check at step 4 on
-// built-in and declared routes (the config's own scopes and the defaults), the quota it
-// spares, and X-Service-Scopes sent to services, for keys and for access tokens.
+// Scopes on every route (docs/architecture.md, "Scopes"): the key tool's --scopes, the check at
+// step 4 on built-in and declared routes (the config's own scopes and the defaults), the quota
+// it spares, and X-Service-Scopes sent to services, for keys and for access tokens.
 
 const SERVICE_TOKEN = 'scopes-service-token'
 const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>

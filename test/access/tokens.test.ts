@@ -10,8 +10,9 @@ import { grantClient, invalidTokenChallenge, keyTool, oauthFor } from '../helper
 import { expectProblem, REQUEST_ID } from '../helpers/problem.js'
 import { eventually, keysUnder, REDIS_URL } from '../helpers/redis.js'
 
-// OAuth 2.0 access tokens beside API keys (README, "Access tokens"): a gateway on a real
-// socket, the stand-in identity provider over HTTP, grants in real Redis through the key tool.
+// OAuth 2.0 access tokens beside API keys (docs/architecture.md, "Access tokens";
+// docs/partners.md, "Access tokens (OAuth 2.0)"): a gateway on a real socket, the stand-in
+// identity provider over HTTP, grants in real Redis through the key tool.
 
 const idp = new MockIdp({ clients: [{ clientId: 'channel-sync', secret: 'channel-sync-secret' }] })
 let t: TestGateway

@@ -47,7 +47,7 @@ function sample(text: string, series: string): number {
 }
 
 describe('metrics', () => {
-  it('exposes every metric of operations.md, moving with traffic', async () => {
+  it('exposes every metric of docs/operations.md, "Metrics", moving with traffic', async () => {
     const ids = t.pms.hotels.filter((h) => h.chain_code === 'ACME').map((h) => String(h.hotel_uuid))
     const before = (await admin('/metrics')).body
     await t.get(`/v1/properties/${ids[0]}`, key) // miss, PMS call

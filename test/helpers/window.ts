@@ -1,7 +1,7 @@
 // The seconds a partner is told to wait, worked out from the test's own clock: quota windows
-// are fixed, aligned on multiples of their length since the epoch (decisions 6), so a test
-// that reads the clock before and after a request knows the range the answer must fall in,
-// however long the request took on a busy machine.
+// are fixed, aligned on multiples of their length since the epoch (docs/architecture.md,
+// "Quotas"), so a test that reads the clock before and after a request knows the range the
+// answer must fall in, however long the request took on a busy machine.
 
 /** Whole seconds from `atMs` to the end of its window of `windowSeconds` (at least 1). */
 export function secondsLeftAt(windowSeconds: number, atMs: number): number {

@@ -7,8 +7,9 @@ import { expectEnvelope, expectProblem } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
 import { oneOf, secondsBetween } from '../helpers/window.js'
 
-// The properties facade against the stand-in PMS over real sockets and real Redis:
-// decisions 4 (what a key may see) and 5 (every way the PMS fails).
+// The properties facade against the stand-in PMS over real sockets and real Redis: what a key
+// may see (docs/architecture.md, "Properties") and every way the PMS fails
+// (docs/architecture.md, "Upstream failures").
 
 interface PublicProperty { id: string; status: string; createdAt: string }
 
@@ -44,7 +45,7 @@ afterAll(() => {
   }
 })
 
-describe('what a key may see (decisions 4)', () => {
+describe('what a key may see (docs/architecture.md, "Properties")', () => {
   let t: TestGateway
   let allKey: string
   beforeAll(async () => {
@@ -181,7 +182,7 @@ describe('a 404 for denied access (accessDeniedStatus: 404)', () => {
   })
 })
 
-describe('upstream failures (decisions 5)', () => {
+describe('upstream failures (docs/architecture.md, "Upstream failures")', () => {
   let t: TestGateway
   let key: string
   let n = 0
@@ -395,7 +396,7 @@ describe('stale-if-error', () => {
   })
 })
 
-describe('test keys without a sandbox (decisions 9)', () => {
+describe('test keys without a sandbox (docs/architecture.md, "Test mode")', () => {
   let t: TestGateway
   beforeAll(async () => { t = await TestGateway.start() })
   afterAll(async () => t.close())

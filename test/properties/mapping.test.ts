@@ -23,7 +23,7 @@ const RECORD = {
 
 const map = (overrides: Record<string, unknown> = {}) => toProperty(parseHotel('pms', { ...RECORD, ...overrides }))
 
-describe('PMS record -> Property (decisions 4)', () => {
+describe('PMS record -> Property (docs/architecture.md, "The PMS")', () => {
   it('maps the example record field by field, in the public order, and nothing else', () => {
     const property = map()
     expect(JSON.stringify(property)).toBe(JSON.stringify({

@@ -12,9 +12,9 @@ import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { parseResponses } from '../helpers/raw.js'
 import { eventually } from '../helpers/redis.js'
 
-// What may cross a declared route (README, "Declared routes"), over real sockets: the stand-in
-// service records the request line and the header lines exactly as they reached it, so every
-// rule is checked as a service behind the gateway would see it.
+// What may cross a declared route (docs/architecture.md, "The pass-through's bounds"), over
+// real sockets: the stand-in service records the request line and the header lines exactly as
+// they reached it, so every rule is checked as a service behind the gateway would see it.
 
 // Long, as some services' tokens are: the gateway's own headers are a good part of what a
 // service receives, and they count against its header limit.
@@ -516,7 +516,7 @@ describe('answers', () => {
   })
 })
 
-describe('a parser error after an answer has started (decisions 10)', () => {
+describe('a parser error after an answer has started (docs/security.md, "Slow clients")', () => {
   it('closes the connection and never writes a second answer', async () => {
     service.setFailure({ mode: 'stall', times: 1 })
     const port = Number(new URL(t.url).port)

@@ -17,9 +17,10 @@ import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
 import { oneOf, secondsBetween, timed } from '../helpers/window.js'
 
-// Declared routes (routes.md) over real sockets: the gateway with the routes of the shipped
-// config file, the stand-in PMS (and its sandbox) and the stand-in service (and its sandbox).
-// Every row of "Order of checks", "What the service receives" and "What the partner receives".
+// Declared routes (docs/architecture.md, "Declared routes") over real sockets: the gateway with
+// the routes of the shipped config file, the stand-in PMS (and its sandbox) and the stand-in
+// service (and its sandbox). Every row of "Order of checks", "What the service receives" and
+// "What the partner receives".
 
 const SERVICE_TOKEN = 'svc-live-token'
 const SANDBOX_TOKEN = 'svc-sandbox-token'

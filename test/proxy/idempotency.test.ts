@@ -15,7 +15,8 @@ import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually, freePort, keysUnder, PrivateRedis, REDIS_URL } from '../helpers/redis.js'
 
-// Safe retries of writes (README, "Safe retries of writes"): Idempotency-Key on the POST and
+// Safe retries of writes (docs/partners.md, "Safe retries of writes (`Idempotency-Key`)";
+// docs/architecture.md, "Idempotency records"): Idempotency-Key on the POST and
 // PATCH of declared routes, over real sockets, with real Redis and the stand-in service, which
 // counts what it created per key it received and never deduplicates by itself.
 

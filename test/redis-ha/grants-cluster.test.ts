@@ -8,9 +8,10 @@ import { grantClient, keyTool, oauthFor } from '../helpers/oauth.js'
 import { eventually } from '../helpers/redis.js'
 import { createGateway, type Gateway } from '../../src/gateway.js'
 
-// Grants on a Redis Cluster (README, "Running many instances"): every command of a grant
-// touches one key, so registering, suspending and revoking a client work across the nodes,
-// and the change reaches a running gateway through the Cluster's pub/sub.
+// Grants on a Redis Cluster (docs/operations.md, "Running many instances";
+// docs/architecture.md, "Redis layout"): every command of a grant touches one key, so
+// registering, suspending and revoking a client work across the nodes, and the change reaches a
+// running gateway through the Cluster's pub/sub.
 
 const missing = haRedisMissing()
 if (missing !== undefined) console.warn(`skipping the Cluster grant tests: ${missing}`)

@@ -13,9 +13,9 @@ import { captureLogs } from '../helpers/logs.js'
 import { MemorySource } from '../helpers/memory-source.js'
 import { eventually, testPrefix } from '../helpers/redis.js'
 
-// Idempotency records on a Redis Cluster (README, "Safe retries of writes"): each record is
-// one key, hash-tagged by its credential, so claiming, keeping and releasing it work on
-// whichever node holds its slot, and two instances on the Cluster share it.
+// Idempotency records on a Redis Cluster (docs/architecture.md, "Idempotency records"): each
+// record is one key, hash-tagged by its credential, so claiming, keeping and releasing it work
+// on whichever node holds its slot, and two instances on the Cluster share it.
 
 const missing = haRedisMissing()
 if (missing !== undefined) console.warn(`skipping the Cluster idempotency tests: ${missing}`)

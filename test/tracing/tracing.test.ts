@@ -9,9 +9,9 @@ import { ACME_HOST } from '../helpers/config.js'
 import { PMS_TOKEN, TestGateway, type Answer } from '../helpers/gateway.js'
 import { eventually, freePort } from '../helpers/redis.js'
 
-// Tracing over real sockets (README, "Tracing"): gateways exporting to the stand-in OTLP
-// receiver, calling the stand-in PMS and service, each rule checked on the spans the receiver
-// decoded and on the traceparent each upstream received.
+// Tracing over real sockets (docs/operations.md, "Tracing"): gateways exporting to the stand-in
+// OTLP receiver, calling the stand-in PMS and service, each rule checked on the spans the
+// receiver decoded and on the traceparent each upstream received.
 
 const SERVICE_TOKEN = 'svc-live-token-for-tracing'
 const COLLECTOR_SECRET = 'collector-secret-0123456789'
@@ -372,7 +372,8 @@ describe('without a collector', () => {
         t.pms.received.length = 0
         const res = await call(t, 'GET', `/v1/properties/${hotel.hotel_uuid}`, key, { traceparent: traceparent(traceId, '00f067aa0ba902b7', '01') })
         expect(res.statusCode).toBe(200)
-        // The trace still goes on (README, "The API"): same id, a new parent, the caller's flag.
+        // The trace still goes on (docs/partners.md, "Every answer"): same id, a new parent,
+        // the caller's flag.
         expect(t.pms.received[0]?.traceparent).toMatch(new RegExp(`^00-${traceId}-(?!00f067aa0ba902b7)[0-9a-f]{16}-01$`))
       }
     } finally {
