@@ -139,6 +139,9 @@ export function mutationSummary(report: Report, accepted: Accepted, modules: str
       }
     }
   }
+  const testFiles = Object.keys(report.testFiles ?? {}).sort()
+  lines.push('', `The runs behind this report used ${testFiles.length} test files; a run narrowed to some (\`--testFiles\`)`,
+    'counts as surviving what only the others would kill:', '', ...testFiles.map((file) => `- \`${file}\``))
   lines.push('', '## Surviving mutants', '')
   if (survivors.length === 0) lines.push('None.')
   else lines.push('| where and what | replaced by | why it is left alive |', '|---|---|---|', ...survivors)
