@@ -1,4 +1,3 @@
-import autocannon from 'autocannon'
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
@@ -10,15 +9,18 @@ import { request } from 'undici'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { redisAnswers } from '../src/redis.js'
 import { benchAuth } from './auth.js'
+import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort } from './ports.js'
 import { benchTracing } from './tracing.js'
+import { INSTALL_HINT, runWrk, wrkAvailable, type WrkRequest } from './wrk.js'
 
 // `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>] [-- --node-options "<flags>"]`:
 // every server in its own process (the gateway in several configurations, the references, the
-// stand-in PMS); autocannon, in this process, sends each row the same fixed number of requests
-// against the gateway and against its reference in alternating rounds. The deciding figure is
-// CPU time per answer of each server process (user + system, from /proc), which does not swing
-// with the load on this shared machine the way requests per second do.
+// stand-in PMS), and the load generator too: wrk sends each row the same fixed number of
+// requests against the gateway and against each of its references in alternating rounds. The
+// deciding figure is CPU time per answer of each server process (user + system, from /proc),
+// which does not swing with the load on this shared machine the way requests per second do.
+// Then a CPU profile of the gateway during each row says where its time goes (breakdown.ts).
 
 // `--node-options "--flag"`: parseArgs takes a value that starts with a dash only when
 // joined to its option with `=`.
@@ -45,6 +47,9 @@ const CONNECTIONS = 50
 const LATENCY_CONNECTIONS = 4
 const SOAK_SECONDS = QUICK ? 30 : 120
 const SOAK_FIRST_SAMPLE = QUICK ? 5 : 20
+// The breakdown: seconds of load per row under the profiler, and its sampling interval.
+const BREAKDOWN_SECONDS = QUICK ? 3 : 6
+const PROFILE_INTERVAL_US = 200
 const ONLY = flags.only?.toLowerCase()
 const GATEWAY_NODE_OPTIONS = (flags['node-options'] ?? '').split(/\s+/).filter((o) => o !== '')
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -111,7 +116,12 @@ async function waitFor(url: string, headers: Record<string, string> = {}): Promi
   throw new Error(`${url} did not come up`)
 }
 
-interface Server { url: string; pid: number }
+interface Server {
+  url: string
+  pid: number
+  /** Where the process opens its inspector on SIGUSR1 (gateways only: the breakdown's profile). */
+  inspectPort?: number
+}
 
 async function startGateway(name: string, pmsUrl: string, overrides: Record<string, unknown>, env: Record<string, string> = {}): Promise<Server> {
   const configFile = join(dir, `${name}.json`)
@@ -126,25 +136,21 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
     ...overrides,
   }))
   const port = await freePort()
+  // The inspector stays closed until the breakdown, after every measured round, asks for it.
+  const inspectPort = await freePort()
   const child = startProcess('dist/src/server.js', {
     PORT: String(port), ADMIN_PORT: String(await freePort()), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: PREFIX,
     PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', ...env,
   // One log line per request, as in production, written to /dev/null: the driver must not
   // spend its CPU reading them.
-  }, { stdout: 'ignore', nodeOptions: GATEWAY_NODE_OPTIONS })
+  }, { stdout: 'ignore', nodeOptions: [...GATEWAY_NODE_OPTIONS, `--inspect-port=127.0.0.1:${inspectPort}`] })
   const url = `http://127.0.0.1:${port}`
   await waitFor(`${url}/v1/health`)
-  return { url, pid: child.pid as number }
+  return { url, pid: child.pid as number, inspectPort }
 }
 
-interface Target {
-  url: string
-  headers: Record<string, string>
+interface Target extends WrkRequest {
   pid: number
-  method?: 'POST'
-  body?: string
-  /** A new Idempotency-Key on every request. */
-  newKeys?: boolean
 }
 interface Measure {
   answers: number
@@ -153,57 +159,57 @@ interface Measure {
   p99Us: number
   /** CPU of the server process per answer, µs. */
   cpuUs: number
-  /** CPU of this process (the load generator) per answer, µs. */
+  /** Read and write system calls of the server process per answer (/proc/<pid>/io). */
+  readsPerAnswer: number
+  writesPerAnswer: number
+  /** CPU of the load generator (wrk) per answer, µs. */
   driverCpuUs: number
   statuses: Record<string, number>
   errors: number
 }
 
-/** Sends `amount` requests (or runs for `seconds`) and measures the server behind `target`. */
+/** Read and write system calls of a process so far (all its threads). */
+function syscalls(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8')
+  return { reads: Number(/syscr:\s+(\d+)/.exec(io)?.[1] ?? 0), writes: Number(/syscw:\s+(\d+)/.exec(io)?.[1] ?? 0) }
+}
+
+/** CPU of this process's children that have exited and been waited for, µs: wrk's, once it ends. */
+function childrenCpuMicros(): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8')
+  // cutime and cstime are fields 16 and 17 of the line.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return ((Number(fields[13]) + Number(fields[14])) * 1e6) / CLOCK_TICKS
+}
+
+/** Sends `amount` requests (or runs for `seconds`) with wrk and measures the server behind `target`. */
 async function load(target: Target, connections: number, size: { amount: number } | { seconds: number }): Promise<Measure> {
-  // Latency per answer from autocannon's own high-resolution timing (ms, fractional); its
-  // histogram keeps whole milliseconds and only 2xx answers.
-  const latencies = 'amount' in size ? new Float64Array(size.amount) : undefined
-  let answers = 0
-  const statuses: Record<string, number> = {}
   const cpuBefore = cpuMicros(target.pid)
-  const driverBefore = process.cpuUsage()
-  const start = process.hrtime.bigint()
-  // Read when the last answer arrives, not when autocannon notices it is done (on its next
-  // sampling tick): the server's idle time after the round is not part of it.
-  let end: { at: bigint; cpu: number; driver: NodeJS.CpuUsage } | undefined
-  const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    let sent = 0
-    const instance = autocannon({
-      url: target.url, headers: target.headers, connections, pipelining: 1, sampleInt: 100,
-      ...(target.method === undefined ? {} : { method: target.method, body: target.body }),
-      ...(target.newKeys === true
-        ? { requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `bench-${process.pid}-${Date.now()}-${(sent += 1)}` } }) }] }
-        : {}),
-      ...('amount' in size ? { amount: size.amount } : { duration: size.seconds }),
-    }, (error: unknown, done: autocannon.Result) => (error === null || error === undefined ? resolve(done) : reject(error as Error)))
-    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
-      if (latencies !== undefined && answers < latencies.length) latencies[answers] = responseTime
-      answers += 1
-      statuses[statusCode] = (statuses[statusCode] ?? 0) + 1
-      if ('amount' in size && answers === size.amount) end = { at: process.hrtime.bigint(), cpu: cpuMicros(target.pid), driver: process.cpuUsage(driverBefore) }
-    })
-  })
-  end ??= { at: process.hrtime.bigint(), cpu: cpuMicros(target.pid), driver: process.cpuUsage(driverBefore) }
-  const seconds = Number(end.at - start) / 1e9
-  const cpu = end.cpu - cpuBefore
-  const { driver } = end
-  const sorted = latencies?.subarray(0, Math.min(answers, latencies.length)).sort()
-  const percentileUs = (q: number): number => (sorted === undefined || sorted.length === 0 ? 0 : Math.round((sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] as number) * 1000))
+  const callsBefore = syscalls(target.pid)
+  const driverBefore = childrenCpuMicros()
+  let last: { cpu: number; calls: { reads: number; writes: number } } | undefined
+  // With a fixed amount, the server's counters are read when the last answer arrives: its
+  // idle time after the round is not part of it. The few requests in flight then (at most one
+  // per connection) are its work but not counted: under 0.3 % of a round.
+  const result = await runWrk(target, connections, size, dir, () => { last = { cpu: cpuMicros(target.pid), calls: syscalls(target.pid) } })
+  last ??= { cpu: cpuMicros(target.pid), calls: syscalls(target.pid) }
+  const cpu = last.cpu - cpuBefore
+  const { calls } = last
+  // wrk's own CPU, once it has exited and been waited for.
+  const driver = childrenCpuMicros() - driverBefore
+  const { answers } = result
+  const per = (n: number): number => (answers === 0 ? 0 : n / answers)
   return {
     answers,
-    rps: Math.round(answers / seconds),
-    p50Us: percentileUs(0.5),
-    p99Us: percentileUs(0.99),
-    cpuUs: answers === 0 ? 0 : cpu / answers,
-    driverCpuUs: answers === 0 ? 0 : (driver.user + driver.system) / answers,
-    statuses,
-    errors: result.errors + result.timeouts,
+    rps: Math.round(answers / (result.durationUs / 1e6)),
+    p50Us: result.p50Us,
+    p99Us: result.p99Us,
+    cpuUs: per(cpu),
+    readsPerAnswer: per(calls.reads - callsBefore.reads),
+    writesPerAnswer: per(calls.writes - callsBefore.writes),
+    driverCpuUs: per(driver),
+    statuses: result.statuses,
+    errors: result.errors,
   }
 }
 
@@ -221,6 +227,7 @@ function medianOf(list: Measure[]): Measure {
     answers: list.reduce((a, x) => a + x.answers, 0), statuses, errors: list.reduce((a, x) => a + x.errors, 0),
     rps: Math.round(median(list.map((x) => x.rps))), p50Us: Math.round(median(list.map((x) => x.p50Us))), p99Us: Math.round(median(list.map((x) => x.p99Us))),
     cpuUs: round1(median(list.map((x) => x.cpuUs))), driverCpuUs: round1(median(list.map((x) => x.driverCpuUs))),
+    readsPerAnswer: round2(median(list.map((x) => x.readsPerAnswer))), writesPerAnswer: round2(median(list.map((x) => x.writesPerAnswer))),
   }
 }
 
@@ -236,24 +243,27 @@ interface Call {
   newKeys?: boolean
 }
 
-/** What a row's call sends, as autocannon's target. */
+/** What a row's call sends besides its URL and headers. */
 function sendOf(call: Call): Pick<Target, 'method' | 'body' | 'newKeys'> {
   return { ...(call.method === undefined ? {} : { method: call.method, body: call.body }), ...(call.newKeys === true ? { newKeys: true } : {}) }
 }
 
 /**
- * One row: a gateway configuration and a request to it, the answer it must give, and its
- * reference: `replay` (bare node:http answering with the bytes the gateway sent), `pms` (the
- * stand-in PMS called directly), `proxy` (bare Fastify with @fastify/http-proxy in front of
- * the stand-in service), or `gateway` (another gateway configuration: the tracing rows against
- * the gateway without tracing).
+ * A reference: `fastify` (bare Fastify 5 answering with the bytes the gateway sent: the floor
+ * for an answer the gateway gives itself), `node:http` (the same with bare node:http), `pms`
+ * (the stand-in PMS called directly), `proxy` (bare Fastify with @fastify/http-proxy in front
+ * of the stand-in service), or `gateway` (another gateway configuration: the tracing rows
+ * against the gateway without tracing).
  */
+type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string }
+
+/** One row: a gateway configuration and a request to it, the answer it must give, its references (the first is the target's). */
 interface Scenario {
   name: string
   gateway: string
   call: Call
   status: number
-  reference: { kind: 'replay' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string }
+  references: Reference[]
   connections: number
   amount: number
   /** Also measured for resident size over a long run at full load. */
@@ -262,21 +272,28 @@ interface Scenario {
   prepare?: (gateway: Server) => Promise<void>
 }
 
-interface Row {
-  scenario: string
+interface Compared {
   reference: string
-  connections: number
-  amount: number
-  gateway: Measure
-  ref: Measure
+  measure: Measure
+  /** Reference CPU per answer ÷ the gateway's. */
   cpuRatio: number
+  /** Gateway req/s ÷ the reference's. */
   rpsRatio: number
   addedP50Us: number
 }
 
+interface Row {
+  scenario: string
+  connections: number
+  amount: number
+  gateway: Measure
+  references: Compared[]
+  breakdown?: Breakdown & { cpuUs: number; answers: number }
+}
+
 interface Soak { scenario: string; seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number; cpuUs: number; answers: number }
 
-const REFERENCE_NAMES = { replay: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy', gateway: 'gateway, tracing off' } as const
+const REFERENCE_NAMES = { fastify: 'Fastify', node: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy', gateway: 'gateway, tracing off' } as const
 const KEY_ROW = 'GET /v1/properties/{id}, cache hit, rate limiter on'
 const IDEMPOTENCY_ROWS = {
   plain: 'POST /v1/guests, declared route, no Idempotency-Key',
@@ -332,7 +349,7 @@ async function main(): Promise<void> {
     cached: () => startGateway('cached', pmsUrl, { oauth }),
     // The same configuration again: the A/A row's reference, the noise floor of a comparison.
     'cached-twin': () => startGateway('cached-twin', pmsUrl, { oauth }),
-    // Export on, the default sampler: 1 % of new traces (autocannon sends no traceparent).
+    // Export on, the default sampler: 1 % of new traces (wrk sends no traceparent).
     'traced-1': async () => startGateway('traced-1', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp() }),
     'traced-100': async () => startGateway('traced-100', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp(), OTEL_TRACES_SAMPLER_ARG: '1' }),
     'no-limiter': () => startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } }),
@@ -394,27 +411,27 @@ async function main(): Promise<void> {
 
   const single = { path: `/v1/properties/${id}`, headers: auth }
   const list = { path: '/v1/properties?perPage=100', headers: auth }
-  const replay = { kind: 'replay' } as const
-  const pmsSingle = { kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } } as const
+  const replay: Reference[] = [{ kind: 'fastify' }, { kind: 'node' }]
+  const pmsSingle: Reference[] = [{ kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, { kind: 'fastify' }]
   const allScenarios: Scenario[] = [
-    { name: 'GET /v1/health', gateway: 'cached', call: { path: '/v1/health', headers: {} }, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: KEY_ROW, gateway: 'cached', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
+    { name: 'GET /v1/health', gateway: 'cached', call: { path: '/v1/health', headers: {} }, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: KEY_ROW, gateway: 'cached', call: single, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
     // The same request with an access token whose verification the gateway remembers: its CPU
     // per answer is to stay within 10 % of the API-key row's, in the same run.
-    { name: TOKEN_ROW, gateway: 'cached', call: { path: single.path, headers: tokenAuth }, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: 'GET /v1/properties/{id}, cache hit, rate limiter off', gateway: 'no-limiter', call: single, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: 'GET /v1/properties?perPage=100, cache hit', gateway: 'cached', call: list, status: 200, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: TOKEN_ROW, gateway: 'cached', call: { path: single.path, headers: tokenAuth }, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, rate limiter off', gateway: 'no-limiter', call: single, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties?perPage=100, cache hit', gateway: 'cached', call: list, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT },
     // Cache off: the figure that matters is the latency added at p50 over calling the PMS
     // directly, at a few connections; fewer requests, as each costs a PMS call.
-    { name: 'GET /v1/properties/{id}, cache off', gateway: 'uncached', call: single, status: 200, reference: pmsSingle, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: 'GET /v1/properties/{id}, cache off', gateway: 'uncached', call: single, status: 200, references: pmsSingle, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
     // One connection: the time the gateway adds to one call, without queueing behind others.
-    { name: 'GET /v1/properties/{id}, cache off, one connection', gateway: 'uncached', call: single, status: 200, reference: pmsSingle, connections: 1, amount: Math.round(AMOUNT / 10) },
-    { name: 'GET /v1/properties?perPage=100, cache off', gateway: 'uncached', call: list, status: 200, reference: { kind: 'pms', call: { path: '/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100', headers: pmsHeaders } }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 20) },
-    { name: '401, unknown key', gateway: 'cached', call: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }, status: 401, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: '400, unknown parameter', gateway: 'cached', call: { path: '/v1/properties?per_page=100', headers: auth }, status: 400, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: '403 PROPERTY_ACCESS_DENIED, property outside the key\'s list', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: restricted }, status: 403, reference: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache off, one connection', gateway: 'uncached', call: single, status: 200, references: pmsSingle, connections: 1, amount: Math.round(AMOUNT / 10) },
+    { name: 'GET /v1/properties?perPage=100, cache off', gateway: 'uncached', call: list, status: 200, references: [{ kind: 'pms', call: { path: '/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100', headers: pmsHeaders } }, { kind: 'fastify' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 20) },
+    { name: '401, unknown key', gateway: 'cached', call: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }, status: 401, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: '400, unknown parameter', gateway: 'cached', call: { path: '/v1/properties?per_page=100', headers: auth }, status: 400, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: '403 PROPERTY_ACCESS_DENIED, property outside the key\'s list', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: restricted }, status: 403, references: replay, connections: CONNECTIONS, amount: AMOUNT },
     {
-      name: '429, key over its quota', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: limited }, status: 429, reference: replay, connections: CONNECTIONS, amount: AMOUNT,
+      name: '429, key over its quota', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: limited }, status: 429, references: replay, connections: CONNECTIONS, amount: AMOUNT,
       prepare: async (server) => {
         const res = await request(`${server.url}/v1/properties/${id}`, { headers: limited })
         await res.body.dump()
@@ -424,30 +441,31 @@ async function main(): Promise<void> {
   ]
   // Tracing: the cached GET with export on against the same gateway without it, and the
   // gateway without tracing against a twin of itself (what a difference of nothing measures).
-  const untraced = { kind: 'gateway', gateway: 'cached' } as const
+  const untraced: Reference[] = [{ kind: 'gateway', gateway: 'cached' }]
   allScenarios.push(
-    { name: 'GET /v1/properties/{id}, cache hit, tracing off (default), against an identical gateway', gateway: 'cached-twin', call: single, status: 200, reference: untraced, connections: CONNECTIONS, amount: AMOUNT },
-    { name: 'GET /v1/properties/{id}, cache hit, tracing export at 1 %', gateway: 'traced-1', call: single, status: 200, reference: untraced, connections: CONNECTIONS, amount: AMOUNT },
-    { name: 'GET /v1/properties/{id}, cache hit, tracing export at 100 %', gateway: 'traced-100', call: single, status: 200, reference: untraced, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, tracing off (default), against an identical gateway', gateway: 'cached-twin', call: single, status: 200, references: untraced, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, tracing export at 1 %', gateway: 'traced-1', call: single, status: 200, references: untraced, connections: CONNECTIONS, amount: AMOUNT },
+    { name: 'GET /v1/properties/{id}, cache hit, tracing export at 100 %', gateway: 'traced-100', call: single, status: 200, references: untraced, connections: CONNECTIONS, amount: AMOUNT },
   )
   // A declared pass-through route against bare @fastify/http-proxy in front of the same
   // service (which does none of the checks).
-  allScenarios.push({ name: 'GET /v1/guests, declared pass-through route', gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, reference: { kind: 'proxy' }, connections: CONNECTIONS, amount: AMOUNT, soak: true })
+  allScenarios.push({ name: 'GET /v1/guests, declared pass-through route', gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, references: [{ kind: 'proxy' }], connections: CONNECTIONS, amount: AMOUNT, soak: true })
   // Writes: a POST without a key, with a new key each time (the claim and the keeping of the
   // answer), and a replay of one kept answer, each against bare @fastify/http-proxy in front of
   // the same service. Fewer requests: each one the service does creates a guest.
   const guest = { method: 'POST', body: '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}', path: '/v1/guests' } as const
   const writeHeaders = { ...auth, 'content-type': 'application/json' }
   allScenarios.push(
-    { name: IDEMPOTENCY_ROWS.plain, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders }, status: 201, reference: { kind: 'proxy' }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
-    { name: IDEMPOTENCY_ROWS.newKey, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders, newKeys: true }, status: 201, reference: { kind: 'proxy' }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
-    { name: IDEMPOTENCY_ROWS.replay, gateway: 'declared-writes', call: { ...guest, headers: { ...writeHeaders, 'idempotency-key': `bench-replayed-${PREFIX}` } }, status: 201, reference: { kind: 'proxy' }, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: IDEMPOTENCY_ROWS.plain, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders }, status: 201, references: [{ kind: 'proxy' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: IDEMPOTENCY_ROWS.newKey, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders, newKeys: true }, status: 201, references: [{ kind: 'proxy' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
+    { name: IDEMPOTENCY_ROWS.replay, gateway: 'declared-writes', call: { ...guest, headers: { ...writeHeaders, 'idempotency-key': `bench-replayed-${PREFIX}` } }, status: 201, references: [{ kind: 'proxy' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
   )
   const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => s.name.toLowerCase().includes(ONLY))
   const calibrating = ONLY === undefined || 'calibration'.includes(ONLY)
   if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
 
-  // What the node:http reference answers: the gateway's own bytes for each request.
+  // What the bare references (Fastify, node:http) answer: the gateway's own bytes for each request.
+  const replays = (s: Scenario): boolean => s.references.some((r) => r.kind === 'fastify' || r.kind === 'node')
   const routes: Record<string, { status: number; headers: Record<string, string>; body: string }> = {}
   for (const s of scenarios) {
     const server = await gateway(s.gateway)
@@ -456,7 +474,7 @@ async function main(): Promise<void> {
     const res = await request(`${server.url}${s.call.path}`, { method: s.call.method ?? 'GET', headers, body: s.call.body })
     const body = await res.body.text()
     if (res.statusCode !== s.status) throw new Error(`${s.name}: the gateway answered ${res.statusCode}, not ${s.status}: ${body.slice(0, 300)}`)
-    if (s.reference.kind !== 'replay') continue
+    if (!replays(s)) continue
     const kept: Record<string, string> = {}
     for (const name of ['content-type', 'x-content-type-options', 'cache-control', 'www-authenticate', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) {
       const value = res.headers[name]
@@ -464,13 +482,15 @@ async function main(): Promise<void> {
     }
     routes[`${s.call.headers.authorization ?? ''} ${s.call.path}`] = { status: res.statusCode, headers: kept, body }
   }
-  let referenceServer: Server | undefined
+  const bare = new Map<'fastify' | 'node', Server>()
   if (Object.keys(routes).length > 0) {
-    const child = startProcess('dist/bench/reference-server.js', {}, { stdin: JSON.stringify(routes) })
-    referenceServer = { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number }
+    for (const [kind, script] of [['fastify', 'dist/bench/fastify-reference.js'], ['node', 'dist/bench/reference-server.js']] as const) {
+      const child = startProcess(script, {}, { stdin: JSON.stringify(routes) })
+      bare.set(kind, { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number })
+    }
   }
   let proxyServer: Server | undefined
-  if (scenarios.some((s) => s.reference.kind === 'proxy')) {
+  if (scenarios.some((s) => s.references.some((r) => r.kind === 'proxy'))) {
     const child = startProcess('dist/bench/proxy-reference.js', {
       PROXY_UPSTREAM: await startService(), PROXY_PREFIX: '/v1/guests', PROXY_REWRITE_PREFIX: '/partner/v1/guests',
       PROXY_HEADERS: JSON.stringify({ 'x-service-token': SERVICE_TOKEN, 'x-service-brand': 'acme' }),
@@ -478,50 +498,55 @@ async function main(): Promise<void> {
     proxyServer = { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number }
   }
 
-  const targets = new Map<string, { gateway: Target; reference: Target }>()
+  interface Targets { gateway: Target; references: Target[] }
+  const targets = new Map<string, Targets>()
   for (const s of scenarios) {
     const server = await gateway(s.gateway)
-    const ref = s.reference
-    const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'gateway' ? await gateway(ref.gateway) : referenceServer) as Server
-    const reference: Target = ref.kind === 'pms'
-      ? { url: `${pmsUrl}${ref.call.path}`, headers: ref.call.headers, pid: pms.pid as number }
-      : { url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid, ...sendOf(s.call) }
-    targets.set(s.name, { gateway: { url: `${server.url}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call) }, reference })
+    const references: Target[] = []
+    for (const ref of s.references) {
+      if (ref.kind === 'pms') {
+        references.push({ url: `${pmsUrl}${ref.call.path}`, headers: ref.call.headers, pid: pms.pid as number })
+        continue
+      }
+      const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'gateway' ? await gateway(ref.gateway) : bare.get(ref.kind)) as Server
+      references.push({ url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid, ...sendOf(s.call) })
+    }
+    targets.set(s.name, { gateway: { url: `${server.url}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call) }, references })
   }
 
-  const measured = new Map<string, { gateway: Measure[]; ref: Measure[] }>()
+  const measured = new Map<string, { gateway: Measure[]; references: Measure[][] }>()
   for (const s of scenarios) {
-    const t = targets.get(s.name) as { gateway: Target; reference: Target }
-    // Warm both sides (JIT, caches, connections) before anything counts.
-    await load(t.gateway, s.connections, { seconds: 1 })
-    await load(t.reference, s.connections, { seconds: 1 })
-    measured.set(s.name, { gateway: [], ref: [] })
+    const t = targets.get(s.name) as Targets
+    // Warm every side (JIT, caches, connections) before anything counts.
+    for (const target of [t.gateway, ...t.references]) await load(target, s.connections, { seconds: 1 })
+    measured.set(s.name, { gateway: [], references: t.references.map(() => []) })
   }
   for (let round = 1; round <= ROUNDS; round += 1) {
     for (const s of scenarios) {
-      const t = targets.get(s.name) as { gateway: Target; reference: Target }
-      const m = measured.get(s.name) as { gateway: Measure[]; ref: Measure[] }
+      const t = targets.get(s.name) as Targets
+      const m = measured.get(s.name) as { gateway: Measure[]; references: Measure[][] }
       m.gateway.push(await load(t.gateway, s.connections, { amount: s.amount }))
-      m.ref.push(await load(t.reference, s.connections, { amount: s.amount }))
+      for (const [i, target] of t.references.entries()) m.references[i]?.push(await load(target, s.connections, { amount: s.amount }))
     }
     console.log(`round ${round}/${ROUNDS} done`)
   }
 
   const warnings: string[] = []
   const rows: Row[] = scenarios.map((s) => {
-    const m = measured.get(s.name) as { gateway: Measure[]; ref: Measure[] }
-    const summarise = (side: string, list: Measure[], status?: number): Measure => {
+    const m = measured.get(s.name) as { gateway: Measure[]; references: Measure[][] }
+    const summarise = (side: string, list: Measure[], status: number): Measure => {
       const summary = medianOf(list)
       if (summary.errors > 0) warnings.push(`${s.name}: ${side} had ${summary.errors} connection errors or timeouts`)
-      if (status !== undefined && (summary.statuses[status] ?? 0) < summary.answers * 0.99) warnings.push(`${s.name}: ${side} answered ${JSON.stringify(summary.statuses)}, expected ${status}`)
+      if ((summary.statuses[status] ?? 0) < summary.answers * 0.99) warnings.push(`${s.name}: ${side} answered ${JSON.stringify(summary.statuses)}, expected ${status}`)
       return summary
     }
     const gw = summarise('gateway', m.gateway, s.status)
-    const ref = summarise('reference', m.ref, s.reference.kind === 'pms' ? 200 : s.status)
-    return {
-      scenario: s.name, reference: REFERENCE_NAMES[s.reference.kind], connections: s.connections, amount: s.amount, gateway: gw, ref,
-      cpuRatio: round2(ref.cpuUs / gw.cpuUs), rpsRatio: round2(gw.rps / ref.rps), addedP50Us: gw.p50Us - ref.p50Us,
-    }
+    const references = s.references.map((ref, i): Compared => {
+      const name = REFERENCE_NAMES[ref.kind]
+      const measure = summarise(name, m.references[i] as Measure[], ref.kind === 'pms' ? 200 : s.status)
+      return { reference: name, measure, cpuRatio: round2(measure.cpuUs / gw.cpuUs), rpsRatio: round2(gw.rps / measure.rps), addedP50Us: gw.p50Us - measure.p50Us }
+    })
+    return { scenario: s.name, connections: s.connections, amount: s.amount, gateway: gw, references }
   })
 
   const calibration = calibrating ? await calibrate() : undefined
@@ -532,7 +557,7 @@ async function main(): Promise<void> {
   if (flags['skip-soak'] !== true) {
     for (const s of scenarios.filter((x) => x.soak === true)) {
       console.log(`memory soak: ${SOAK_SECONDS} s at full load on ${s.name}`)
-      const { gateway: target } = targets.get(s.name) as { gateway: Target; reference: Target }
+      const { gateway: target } = targets.get(s.name) as Targets
       let first: number | undefined
       const timer = setTimeout(() => { first = rss(target.pid) }, SOAK_FIRST_SAMPLE * 1000)
       const m = await load(target, s.connections, { seconds: SOAK_SECONDS })
@@ -542,6 +567,30 @@ async function main(): Promise<void> {
       soaks.push({ scenario: s.name, seconds: SOAK_SECONDS, rssFirstMiB: Math.round(start / 2 ** 20), rssEndMiB: Math.round(end / 2 ** 20), growth: round1(((end - start) / start) * 100), cpuUs: round1(m.cpuUs), answers: m.answers })
     }
   }
+
+  // Last, after every measured round: the profiler and the open inspector cost the gateway
+  // CPU of their own, so no figure of the table is taken with them.
+  console.log(`breakdown: a CPU profile of each row's gateway, ${BREAKDOWN_SECONDS} s per row`)
+  const sessions = new Map<number, InspectorSession>()
+  try {
+    for (const [i, s] of scenarios.entries()) {
+      const server = await gateway(s.gateway)
+      const target = (targets.get(s.name) as Targets).gateway
+      let session = sessions.get(server.pid)
+      if (session === undefined) {
+        session = await InspectorSession.open(server.pid, server.inspectPort as number)
+        sessions.set(server.pid, session)
+      }
+      const { profile, result } = await profileDuring(session, PROFILE_INTERVAL_US, () => load(target, s.connections, { seconds: BREAKDOWN_SECONDS }))
+      // Kept for a closer look (Chrome DevTools, Performance, loads .cpuprofile files).
+      writeFileSync(join(dir, `row-${i + 1}.cpuprofile`), JSON.stringify(profile))
+      const row = rows[i] as Row
+      row.breakdown = { ...breakdownOf(profile, result.answers), cpuUs: round1(result.cpuUs), answers: result.answers }
+    }
+  } finally {
+    for (const session of sessions.values()) session.close()
+  }
+  if (scenarios.length > 0) console.log(`the profiles: ${dir}/row-<n>.cpuprofile, rows numbered as in the table`)
 
   const authCost = await benchAuth(QUICK ? 200_000 : 500_000)
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
@@ -698,24 +747,52 @@ function tracingLine(t: Results['tracing']): string {
     + `export at 1 % ${us(t.ratio1Ns)} µs (+${us(t.ratio1Ns - t.offNs)}); export at 100 % ${us(t.ratio100Ns)} µs (+${us(t.ratio100Ns - t.offNs)}).`
 }
 
+/** Where each row's gateway spends its CPU, by category (bench/breakdown.ts). */
+function breakdownSection(rows: Row[]): string[] {
+  const profiled = rows.filter((r) => r.breakdown !== undefined)
+  if (profiled.length === 0) return []
+  return [
+    `Where the gateway's µs go, per answer: a CPU profile of the gateway process (V8's sampler every ${PROFILE_INTERVAL_US} µs, through its inspector) over ${BREAKDOWN_SECONDS} s of the row's load after the measured rounds; `
+      + 'each sample charged to the nearest gateway source file on its stack (bench/breakdown.ts maps files to categories), else to the nearest library (Fastify, Node), '
+      + 'GC and native work outside JavaScript as V8 reports them, idle left out. "CPU" is the process\'s CPU per answer under the profiler (/proc, all threads); '
+      + '"sampled" is the main thread\'s busy time per answer the samples cover; categories under 0.1 µs are left out.',
+    '',
+    '| scenario | CPU µs | sampled µs | by category, µs per answer (share of sampled) |',
+    '|---|---|---|---|',
+    ...profiled.map((r) => {
+      const b = r.breakdown as NonNullable<Row['breakdown']>
+      const parts = b.categories.filter((c) => c.us >= 0.1).map((c) => `${c.category} ${c.us.toFixed(1)} (${Math.round(c.share * 100)} %)`)
+      return `| ${r.scenario} | ${b.cpuUs.toFixed(1)} | ${b.sampledUs.toFixed(1)} | ${parts.join(' · ')} |`
+    }),
+    '',
+  ]
+}
+
 function report(results: Results): void {
   const { machine } = results
-  const driver = results.rows.flatMap((r) => [r.gateway.driverCpuUs, r.ref.driverCpuUs])
+  const driver = results.rows.flatMap((r) => [r.gateway.driverCpuUs, ...r.references.map((c) => c.measure.driverCpuUs)])
   const lines = [
     `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; `
       + `median of ${results.rounds} alternating rounds of the row's number of requests per side. `
       + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. Gateway logging at info, one line per request.`
       + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`),
     '',
-    'CPU is user + system time of the server process over its round (`/proc/<pid>/stat`), per answer; the CPU ratio is reference ÷ gateway (higher is better, 1.00 costs the same). Latencies in µs.',
+    'Load from wrk (`-t1`, the row\'s connections), in a process of its own. CPU is user + system time of the server process over its round (`/proc/<pid>/stat`), per answer; '
+      + 'reads and writes are its system calls per answer (`syscr`, `syscw` of `/proc/<pid>/io`); the CPU ratio is reference ÷ gateway (higher is better, 1.00 costs the same), '
+      + 'in bold against the row\'s first reference (bare Fastify answering the same bytes, the PMS called directly, bare @fastify/http-proxy or the gateway without tracing). '
+      + 'Latencies in µs, wrk\'s histogram of every answer.',
     '',
     ...(results.rows.length === 0 ? [] : [
-      '| scenario | conns | requests | reference | gateway CPU µs | ref CPU µs | CPU ratio | gateway req/s | ref req/s | req/s ratio | p50 µs | p99 µs | ref p50 µs | ref p99 µs | added p50 µs |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
-      ...results.rows.map((r) => `| ${r.scenario} | ${r.connections} | ${r.amount} | ${r.reference} | ${r.gateway.cpuUs.toFixed(1)} | ${r.ref.cpuUs.toFixed(1)} | **${r.cpuRatio.toFixed(2)}** | ${r.gateway.rps} | ${r.ref.rps} | ${r.rpsRatio.toFixed(2)} | ${r.gateway.p50Us} | ${r.gateway.p99Us} | ${r.ref.p50Us} | ${r.ref.p99Us} | ${r.addedP50Us} |`),
+      '| scenario | conns | requests | server | CPU µs | reads | writes | req/s | p50 µs | p99 µs | CPU ratio | req/s ratio | added p50 µs |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      ...results.rows.flatMap((r) => [
+        `| ${r.scenario} | ${r.connections} | ${r.amount} | gateway | ${r.gateway.cpuUs.toFixed(1)} | ${r.gateway.readsPerAnswer.toFixed(2)} | ${r.gateway.writesPerAnswer.toFixed(2)} | ${r.gateway.rps} | ${r.gateway.p50Us} | ${r.gateway.p99Us} | | | |`,
+        ...r.references.map((c, i) => `| | | | ${c.reference} | ${c.measure.cpuUs.toFixed(1)} | ${c.measure.readsPerAnswer.toFixed(2)} | ${c.measure.writesPerAnswer.toFixed(2)} | ${c.measure.rps} | ${c.measure.p50Us} | ${c.measure.p99Us} | ${i === 0 ? `**${c.cpuRatio.toFixed(2)}**` : c.cpuRatio.toFixed(2)} | ${c.rpsRatio.toFixed(2)} | ${c.addedP50Us} |`),
+      ]),
     ]),
     '',
-    ...(driver.length === 0 ? [] : [`Load generator (autocannon, one process): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`, '']),
+    ...(driver.length === 0 ? [] : [`Load generator (wrk, one thread, a process of its own): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`, '']),
+    ...breakdownSection(results.rows),
     ...(results.calibration === undefined ? [] : [calibrationLine(results.calibration), '']),
     ...(results.roundTrips === undefined ? [] : [roundTripsLine(results.roundTrips), '']),
     ...(results.soaks.length === 0
@@ -736,6 +813,11 @@ function report(results: Results): void {
   writeFileSync(`bench/results/${stamp}.json`, `${JSON.stringify(results, null, 2)}\n`)
   writeFileSync(`bench/results/${stamp}.md`, `${markdown}\n`)
   writeFileSync('bench/results/latest.md', `${markdown}\n`)
+}
+
+if (!wrkAvailable()) {
+  process.stderr.write(`${INSTALL_HINT}\n`)
+  process.exit(1)
 }
 
 try {
