@@ -365,7 +365,10 @@ async function main(): Promise<void> {
     declared: async () => {
       const service = await startService()
       return startGateway('declared', pmsUrl, {
-        upstreams: { bookings: { url: service, tokenHeader: 'X-Service-Token' } },
+        // One key at 50 connections: the share of one credential (32 calls in flight by
+        // default) would answer the rest 429, and the row would measure that bound instead
+        // of the forwarding. Once the load generator kept up with the server, it did.
+        upstreams: { bookings: { url: service, tokenHeader: 'X-Service-Token', maxInFlightPerCredential: 64 } },
         routes: [{
           path: '/v1/guests', methods: ['GET'], scope: 'brand', upstream: 'bookings', upstreamPath: '/partner/v1/guests',
           query: { page: { type: 'integer', min: 1 }, perPage: { type: 'integer', min: 1, max: 100 } },
