@@ -756,8 +756,9 @@ function breakdownSection(rows: Row[]): string[] {
   if (profiled.length === 0) return []
   return [
     `Where the gateway's µs go, per answer: a CPU profile of the gateway process (V8's sampler every ${PROFILE_INTERVAL_US} µs, through its inspector) over ${BREAKDOWN_SECONDS} s of the row's load after the measured rounds; `
-      + 'each sample charged to the nearest gateway source file on its stack (bench/breakdown.ts maps files to categories), else to the nearest library (Fastify, Node), '
-      + 'GC and native work outside JavaScript as V8 reports them, idle left out. "CPU" is the process\'s CPU per answer under the profiler (/proc, all threads); '
+      + 'each sample charged to the first frame up its stack that is a gateway source file or a library it calls (bench/breakdown.ts maps them to categories), '
+      + 'Node\'s own frames passed over but for socket writes; GC and native work outside JavaScript as V8 reports them, idle left out. '
+      + '"CPU" is the process\'s CPU per answer under the profiler (/proc, all threads); '
       + '"sampled" is the main thread\'s busy time per answer the samples cover; categories under 0.1 µs are left out.',
     '',
     '| scenario | CPU µs | sampled µs | by category, µs per answer (share of sampled) |',
