@@ -1,21 +1,14 @@
 import Fastify from 'fastify'
+import { readRoutes } from './reference-routes.js'
 
 // The floor for every answer the gateway gives itself: bare Fastify 5 (one route, no hooks, no
 // logger, no schema) answering each benchmarked request with the bytes the gateway sent for it
 // and the same kind of headers. Whatever the gateway costs above it is the gateway's own work.
 //
-// Started by bench/run.ts with the same routes on stdin as reference-server.ts:
-// { "<authorization> <path>": { status, headers, body } }. It prints {"port": n} once listening.
+// Started by bench/run.ts with the same routes on stdin as reference-server.ts
+// (reference-routes.ts). It prints {"port": n} once listening.
 
-interface Route {
-  status: number
-  headers: Record<string, string>
-  body: string
-}
-
-const chunks: Buffer[] = []
-for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
-const routes = new Map(Object.entries(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, Route>))
+const routes = await readRoutes()
 let counter = 0
 
 const app = Fastify({ logger: false, keepAliveTimeout: 72_000 })

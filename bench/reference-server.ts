@@ -1,22 +1,13 @@
 import { createServer } from 'node:http'
+import { readRoutes } from './reference-routes.js'
 
 // The reference: a bare node:http server answering each benchmarked path with the bytes the
 // gateway sent for it and the same kind of headers. It does no work, so the ratio of the
 // gateway to it is the gateway's own cost on this machine, in this run.
 //
-// Started by bench/run.ts with its routes on stdin as JSON: { "<authorization> <path>": { status,
-// headers, body } }, keyed by the Authorization header as well as the path, since one path
-// answers differently to different keys (200, 403, 429).
+// Started by bench/run.ts with its routes on stdin (reference-routes.ts).
 
-interface Route {
-  status: number
-  headers: Record<string, string>
-  body: string
-}
-
-const chunks: Buffer[] = []
-for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
-const routes = new Map(Object.entries(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, Route>))
+const routes = await readRoutes()
 let counter = 0
 // REFERENCE_WORK_US: microseconds of busy work before each answer, for the calibration row
 // (bench/README.md): what this machine charges a server per microsecond of work it adds.
