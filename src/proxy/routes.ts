@@ -268,7 +268,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         try {
           result = await records.claim(key, fingerprintOf(request), leaseMs)
         } catch (error) {
-          // A duplicate is worse than a wait: without its record, a keyed request is not forwarded.
+          // A duplicate is worse than a wait: without its record, a keyed request is not
+          // forwarded (docs/architecture.md §D23).
           throw new ApiError('SERVICE_UNAVAILABLE', 'Idempotency keys cannot be checked right now; retry in 1 second.', { retryAfter: 1, cause: error })
         }
         switch (result.kind) {
@@ -306,8 +307,8 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
       }
 
       /**
-       * A keyed request's answer: read whole (up to maxBodyBytes), kept, then sent; a larger
-       * one is passed on as it comes and its record released.
+       * A keyed request's answer (docs/architecture.md §D22): read whole (up to maxBodyBytes),
+       * kept, then sent; a larger one is passed on as it comes and its record released.
        */
       const keepAndSend = (request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, status: number, stream: Readable): void => {
         const entry = held.get(request) as Held
