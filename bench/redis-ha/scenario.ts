@@ -44,6 +44,8 @@ export interface InstanceReport {
   /** When /v1/health first answered 503 after the kill, and 200 again after that (ms since the kill). */
   unhealthyAt: number | null
   healthyAgainAt: number | null
+  /** The status of the last health poll, once the load stopped. */
+  healthAtEnd: number | null
   /** When the last 503 of any request was sent (ms since the kill). */
   last503At: number | null
   /** When the limiter enforced again after its last fail-open request (ms since the kill). */
@@ -266,6 +268,7 @@ export async function runFailoverScenario(options: ScenarioOptions): Promise<Sce
         name,
         unhealthyAt: down === undefined ? null : down.at - killedAt,
         healthyAgainAt: up === undefined ? null : up.at - killedAt,
+        healthAtEnd: polls.at(-1)?.status ?? null,
         last503At: last503 === undefined ? null : last503.t,
         leasedAgainAt: leasedAgain === undefined ? null : leasedAgain.t,
         suspensionRefusedAfterMs: refusedAt[i] as number,
