@@ -19,6 +19,15 @@ export interface Answer {
 }
 
 /** A gateway listening on a real socket, with the stand-in PMS and its own Redis namespace. */
+/** What a request of TestGateway.call carries besides its method and path. */
+export interface CallOptions {
+  key?: string | undefined
+  host?: string
+  userAgent?: string
+  headers?: Record<string, string>
+  body?: string
+}
+
 export class TestGateway {
   readonly logs = captureLogs()
   private readonly admin = new Redis(REDIS_URL)
@@ -69,11 +78,20 @@ export class TestGateway {
   }
 
   async get(path: string, key: string | undefined, headers: Record<string, string> = {}): Promise<Answer> {
-    const all: Record<string, string> = { host: ACME_HOST, 'user-agent': 'facade-test/1.0', ...headers }
-    if (key !== undefined) all.authorization = `Bearer ${key}`
-    const res = await request(`${this.url}${path}`, { headers: all })
+    return this.call('GET', path, { key, headers })
+  }
+
+  /**
+   * A request over a real socket; every answer must be one the OpenAPI document of this
+   * gateway's routes describes. A body is sent as JSON unless the headers name a type.
+   */
+  async call(method: string, path: string, options: CallOptions = {}): Promise<Answer> {
+    const headers: Record<string, string> = { host: options.host ?? ACME_HOST, 'user-agent': options.userAgent ?? 'facade-test/1.0', ...options.headers }
+    if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`
+    if (options.body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
+    const res = await request(`${this.url}${path}`, { method: method as 'GET', headers, body: options.body })
     const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
-    checkAnswer('GET', path, answer, this.gateway.app.gatewayConfig)
+    checkAnswer(method, path, answer, this.gateway.app.gatewayConfig)
     return answer
   }
 

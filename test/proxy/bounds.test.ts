@@ -6,8 +6,7 @@ import { generateGuests, type Guest } from '../../mocks/service/data.js'
 import { MockService } from '../../mocks/service/server.js'
 import type { FileConfig, FileConfigInput } from '../../src/config.js'
 import { ACME_HOST } from '../helpers/config.js'
-import { checkAnswer } from '../helpers/contract.js'
-import { TestGateway, type Answer } from '../helpers/gateway.js'
+import { TestGateway, type Answer, type CallOptions } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { parseResponses } from '../helpers/raw.js'
 import { eventually } from '../helpers/redis.js'
@@ -28,21 +27,9 @@ let key: string
 let keyId: string
 let port: number
 
-interface CallOptions {
-  key?: string | undefined
-  headers?: Record<string, string>
-  body?: string
-}
-
-async function call(method: string, path: string, options: CallOptions = {}): Promise<Answer> {
-  const headers: Record<string, string> = { host: ACME_HOST, 'user-agent': 'bounds-test/1.0', ...options.headers }
-  const useKey = 'key' in options ? options.key : key
-  if (useKey !== undefined) headers.authorization = `Bearer ${useKey}`
-  if (options.body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
-  const res = await request(`${t.url}${path}`, { method: method as 'GET', headers, body: options.body })
-  const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
-  checkAnswer(method, path, answer, t.gateway.app.gatewayConfig)
-  return answer
+/** A request with the test's key unless `key` is given (undefined: none). */
+function call(method: string, path: string, options: CallOptions = {}): Promise<Answer> {
+  return t.call(method, path, { userAgent: 'bounds-test/1.0', ...options, key: 'key' in options ? options.key : key })
 }
 
 /** The names of the header lines the service received, in order. */

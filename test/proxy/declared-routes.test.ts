@@ -11,8 +11,7 @@ import { generateGuests, messagesOf, reservationsOf, roomsOf, type Guest } from 
 import { MockService, problemBody } from '../../mocks/service/server.js'
 import type { FileConfig, FileConfigInput } from '../../src/config.js'
 import { ACME_HOST, GLOBEX_HOST } from '../helpers/config.js'
-import { checkAnswer } from '../helpers/contract.js'
-import { TestGateway, type Answer } from '../helpers/gateway.js'
+import { TestGateway, type Answer, type CallOptions } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
 import { oneOf, secondsBetween, timed } from '../helpers/window.js'
@@ -36,12 +35,6 @@ function remember(answer: Answer): Answer {
   return answer
 }
 
-interface CallOptions {
-  key?: string | undefined
-  headers?: Record<string, string>
-  body?: string
-  host?: string
-}
 
 let t: TestGateway
 let service: MockService
@@ -49,16 +42,9 @@ let sandboxService: MockService
 let key: string
 let keyId: string
 
+/** A request with the test's key unless `key` is given (undefined: none). */
 async function call(method: string, path: string, options: CallOptions = {}): Promise<Answer> {
-  const headers: Record<string, string> = { host: options.host ?? ACME_HOST, 'user-agent': 'routes-test/1.0', ...options.headers }
-  const useKey = 'key' in options ? options.key : key
-  if (useKey !== undefined) headers.authorization = `Bearer ${useKey}`
-  if (options.body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
-  const res = await request(`${t.url}${path}`, { method: method as 'GET', headers, body: options.body })
-  const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
-  // Every answer must be one the OpenAPI document of this gateway's routes describes.
-  checkAnswer(method, path, answer, t.gateway.app.gatewayConfig)
-  return remember(answer)
+  return remember(await t.call(method, path, { userAgent: 'routes-test/1.0', ...options, key: 'key' in options ? options.key : key }))
 }
 
 function acmeHotels(pms: MockPms, lifecycle?: string): Hotel[] {
