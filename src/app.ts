@@ -187,12 +187,24 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // log line and the metrics.
   app.addHook('onRequest', requestContext(deps.tracing))
   if (shedder.enabled) app.addHook('onRequest', shedLoad(shedder, deps.metrics))
+  // A request no route serves is answered from its head: step 1 comes first (docs/architecture.md,
+  // "Order of checks"). Left to the not-found handler, it would first have its body read and
+  // parsed by Fastify, with no credential checked, and a malformed one answered 400.
+  const notFound = notFoundHandler(routes)
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!request.is404) return done()
+    try {
+      notFound(request)
+    } catch (error) {
+      done(error as Error)
+    }
+  })
   app.addHook('onSend', closeWhileDraining)
   const observe = observeStage(deps.logger, deps.metrics, deps.tracing)
   app.addHook('onResponse', observe)
 
   app.setErrorHandler(errorHandler)
-  app.setNotFoundHandler(notFoundHandler(routes))
+  app.setNotFoundHandler(notFound)
 
   await app.register(healthRoutes)
   await app.register(propertyRoutes(deps.properties))

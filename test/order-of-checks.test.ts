@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -10,6 +11,7 @@ import { ACME_HOST, GLOBEX_HOST } from './helpers/config.js'
 import { checkAnswer } from './helpers/contract.js'
 import { TestGateway, type Answer } from './helpers/gateway.js'
 import { expectProblem } from './helpers/problem.js'
+import { parseResponses } from './helpers/raw.js'
 import { eventually, REDIS_URL } from './helpers/redis.js'
 
 // The order of checks (docs/architecture.md, "Order of checks"), one pair of adjacent steps
@@ -89,6 +91,34 @@ describe('step 1 (route) before step 2 (Accept)', () => {
 
   it('answers a trailing slash with a refused Accept 400', async () => {
     expectProblem(await send('GET', '/v1/properties/', { ...auth(key), accept: 'text/html' }), { code: 'TRAILING_SLASH_NOT_ALLOWED', instance: '/v1/properties/' })
+  })
+})
+
+describe('step 1 (route) before the body is read (step 6)', () => {
+  it('answers malformed JSON to an unknown path 404, and to another method 405', async () => {
+    const json = { ...UA, 'content-type': 'application/json' }
+    expectProblem(await send('POST', '/v1/hotels', json, '{"name":'), { code: 'ROUTE_NOT_FOUND', instance: '/v1/hotels', detail: 'There is no endpoint at /v1/hotels.' })
+    for (const path of ['/v1/properties', '/v1/health']) {
+      expectProblem(await send('POST', path, json, '{"name":'), {
+        code: 'METHOD_NOT_ALLOWED', instance: path, headers: { allow: 'GET, HEAD' }, detail: `${path} does not support POST; it supports GET, HEAD.`,
+      })
+    }
+  })
+
+  it('answers an unknown path at once, without waiting for the body it announces', async () => {
+    const socket = connect(Number(new URL(t.url).port), '127.0.0.1')
+    let received = ''
+    socket.on('data', (chunk: Buffer) => { received += chunk.toString('utf8') })
+    // The head and the first chunk of a body that never ends, with no credential.
+    socket.write(`POST /v1/hotels HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: order-test/1.0\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\n`)
+    try {
+      const answered = (): boolean => parseResponses(received).some((r) => r.statusCode > 0 && r.body.length === Number(r.headers['content-length']))
+      expect(await eventually(async () => answered(), 5000)).toBe(true)
+    } finally {
+      socket.destroy()
+    }
+    const [answer] = parseResponses(received)
+    expectProblem(answer as Answer, { code: 'ROUTE_NOT_FOUND', instance: '/v1/hotels', detail: 'There is no endpoint at /v1/hotels.' })
   })
 })
 

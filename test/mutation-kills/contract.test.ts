@@ -1,13 +1,26 @@
+import { readFileSync } from 'node:fs'
+import { Readable } from 'node:stream'
+import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { MockIdp } from '../../mocks/idp/server.js'
+import { MockService } from '../../mocks/service/server.js'
+import type { FileConfig, FileConfigInput } from '../../src/config.js'
 import { ApiError } from '../../src/contract/errors.js'
 import type { PropertySource } from '../../src/properties/source.js'
-import { DOCS_URL } from '../helpers/config.js'
-import { TestGateway } from '../helpers/gateway.js'
+import { ACME_HOST, DOCS_URL } from '../helpers/config.js'
+import { checkAnswer } from '../helpers/contract.js'
+import { TestGateway, type Answer } from '../helpers/gateway.js'
+import { oauthFor } from '../helpers/oauth.js'
+import { expectProblem } from '../helpers/problem.js'
 
 // Rules of the error handler that mutation testing found undefended: which detail a framework
 // error gets, and how a failure is logged (a 503 is a warning, a 500 an error with its cause,
-// and neither leaks into the answer). Over real sockets; the property source is the test's own,
-// at the edge of the unit, so that it can fail on demand.
+// and neither leaks into the answer); a failure that carries an HTTP status of its own is still
+// our 500; a framework refusal other than the named ones is 400 MALFORMED_REQUEST; a body too
+// large for the route is 413 with its own detail; a quote is cut at 200 characters even after
+// an emoji; a refused answer carries no correlation id, even one set before the service failed;
+// a challenge replaces, not drops, what RFC 6750 does not allow. Over real sockets; the
+// property source is the test's own, at the edge of the unit, so that it can fail on demand.
 
 /** Property ids: the PMS's are UUIDs. */
 const BOOM = '0b00b000-0000-4000-8000-000000000001'
@@ -15,6 +28,7 @@ const DOWN = '0d0d0d0d-0000-4000-8000-000000000002'
 const RESET = '0e0e0e0e-0000-4000-8000-000000000003'
 const STRING = '05050505-0000-4000-8000-000000000004'
 const NULL = '0a0a0a0a-0000-4000-8000-000000000005'
+const CODED = '0c0c0c0c-0000-4000-8000-000000000006'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
@@ -27,6 +41,8 @@ const failing: PropertySource = {
     // What a careless library may throw: not an Error at all.
     if (id === STRING) throw 'a thrown string' as unknown as Error
     if (id === NULL) throw null as unknown as Error
+    // An error with a code and an HTTP status of its own, as Fastify's and its plugins' are.
+    if (id === CODED) throw Object.assign(new Error('reply failed'), { code: 'FST_REPLY_FROM_INTERNAL_SERVER_ERROR', statusCode: 500 })
     throw new ApiError('SERVICE_UNAVAILABLE', 'The property system is unavailable.', { retryAfter: 5 })
   },
   async listActive() {
@@ -93,9 +109,9 @@ describe('failures and their log lines', () => {
     expect(lines[0]).toMatchObject({ level: 'error', code: 'INTERNAL_ERROR', err: { type: 'TypeError', message: 'boom at the source' } })
   })
 
-  it('answers anything else thrown (a system error, a string, null) with the same 500 problem', async () => {
-    const answers = await Promise.all([RESET, STRING, NULL].map(async (id) => t.get(`/v1/properties/${id}`, key)))
-    for (const [i, id] of [RESET, STRING, NULL].entries()) {
+  it('answers anything else thrown (a system error, a string, null, an error with a 500 of its own) with the same 500 problem', async () => {
+    const answers = await Promise.all([RESET, STRING, NULL, CODED].map(async (id) => t.get(`/v1/properties/${id}`, key)))
+    for (const [i, id] of [RESET, STRING, NULL, CODED].entries()) {
       const answer = answers[i] as (typeof answers)[number]
       expect(answer.statusCode).toBe(500)
       expect(answer.headers['content-type']).toBe('application/problem+json; charset=utf-8')
@@ -163,5 +179,102 @@ describe('the correlation id', () => {
     expect(echoed.headers['service-correlation-id']).toBe('order-4711')
     expect(without.headers['service-correlation-id']).toBeUndefined()
     expect(refused.headers['service-correlation-id']).toBeUndefined()
+  })
+})
+
+describe('quoting what the partner sent', () => {
+  it('cuts a quote at 200 characters, an emoji before the cut counting as its two', async () => {
+    // U+1F600 is two UTF-16 code units; 198 letters after it fill the 200.
+    const name = `\u{1F600}${'a'.repeat(250)}`
+    const answer = await t.get(`/v1/properties?${encodeURIComponent(name)}=1`, key)
+    expectProblem(answer, {
+      code: 'UNKNOWN_QUERY_PARAMETER', instance: '/v1/properties',
+      detail: `Unknown query parameter '\u{1F600}${'a'.repeat(198)}…'.`,
+      errors: [{ field: name, code: 'UNKNOWN_PARAMETER', detail: "Unknown parameter; this endpoint accepts 'page', 'perPage'." }],
+    })
+  })
+})
+
+describe('framework refusals and failures on forwarded routes', () => {
+  const SERVICE_TOKEN = 'svc-contract-kills-token'
+  const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
+  let routed: TestGateway
+  let service: MockService
+  let routedKey: string
+
+  beforeAll(async () => {
+    service = await new MockService({ token: SERVICE_TOKEN }).listen()
+    routed = await TestGateway.start({
+      config: { upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined } } as FileConfigInput['upstreams'], routes: shipped.routes },
+      env: { UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
+    })
+    routedKey = await routed.key()
+  })
+  afterAll(async () => {
+    await routed.close()
+    await service.close()
+  })
+
+  it('answers a chunked body past the route\'s limit 413 PAYLOAD_TOO_LARGE, saying the body is too large', async () => {
+    // 70 KiB of a JSON string, sent chunked: its length is known only once read, past the 64 KiB of /v1/guests.
+    async function* chunks(): AsyncGenerator<Buffer> {
+      yield Buffer.from('"')
+      for (let i = 0; i < 70; i += 1) yield Buffer.alloc(1024, 0x61)
+      yield Buffer.from('"')
+    }
+    const before = service.received.length
+    const res = await request(`${routed.url}/v1/guests`, {
+      method: 'POST', body: Readable.from(chunks()),
+      headers: { host: ACME_HOST, 'user-agent': 'mutation-kills/1.0', authorization: `Bearer ${routedKey}`, 'content-type': 'application/json' },
+    })
+    const answer: Answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
+    checkAnswer('POST', '/v1/guests', answer, routed.gateway.app.gatewayConfig)
+    expectProblem(answer, { code: 'PAYLOAD_TOO_LARGE', instance: '/v1/guests', detail: 'The request body is too large.' })
+    expect(service.received).toHaveLength(before)
+  })
+
+  it('answers an empty body announced as a type the route does not read 400 MALFORMED_REQUEST', async () => {
+    const before = service.received.length
+    const answer = await routed.call('POST', '/v1/guests', { key: routedKey, headers: { 'content-type': 'application/xml', 'content-length': '0' } })
+    expectProblem(answer, { code: 'MALFORMED_REQUEST', instance: '/v1/guests', detail: 'The request could not be understood.' })
+    expect(service.received).toHaveLength(before)
+  })
+
+  it('answers a keyed write whose answer the service cuts 503 without the correlation id of the success it began as', async () => {
+    service.setFailure({ mode: 'reset', times: 1 })
+    const answer = await routed.call('POST', '/v1/guests', {
+      key: routedKey, body: '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}',
+      headers: { 'idempotency-key': `cut-${process.pid}-${Date.now()}`, 'service-correlation-id': 'order-4713' },
+    })
+    // The service's answer began as a 200, which set the correlation id, then broke off.
+    expectProblem(answer, {
+      code: 'SERVICE_UNAVAILABLE', instance: '/v1/guests', headers: { 'retry-after': '1' },
+      detail: 'The service is temporarily unavailable; retry in 1 second.',
+    })
+  })
+})
+
+describe('the challenge of a refused access token', () => {
+  const idp = new MockIdp({ clients: [{ clientId: 'channel-sync', secret: 'channel-sync-secret' }] })
+  let oauth: TestGateway
+
+  beforeAll(async () => {
+    await idp.listen()
+    // An audience with a letter outside what RFC 6750 allows in a challenge.
+    oauth = await TestGateway.start({ config: { oauth: oauthFor(idp, {}, { audience: 'partner-api-zürich' }) } })
+    expect(await oauth.gateway.tokens.ready(5000)).toBe(true)
+  })
+  afterAll(async () => {
+    await oauth.close()
+    await idp.close()
+  })
+
+  it('has a space where the detail has a character RFC 6750 does not allow; the body keeps the detail whole', async () => {
+    const token = idp.mint({ claims: { client_id: 'channel-sync', scope: 'properties:read', aud: 'billing-api' } })
+    const detail = "The access token is not for this API: its audience (aud) must include 'partner-api-zürich'."
+    expectProblem(await oauth.get('/v1/properties', token), {
+      code: 'INVALID_ACCESS_TOKEN', instance: '/v1/properties', detail,
+      headers: { 'www-authenticate': 'Bearer error="invalid_token", error_description="The access token is not for this API: its audience (aud) must include \'partner-api-z rich\'."' },
+    })
   })
 })
