@@ -37,8 +37,13 @@ export function traceOf(raw: IncomingMessage): TraceContext {
  * before: clients reconnect, to another instance, and the server can finish closing.
  */
 export function closeWhileDraining(request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void): void {
-  if (request.server.health.draining) reply.header('connection', 'close')
+  closeWhileDrainingHeader(request, reply)
   done(null, payload)
+}
+
+/** What closeWhileDraining does to an answer, for one written without Fastify's send (a declared route's stream). */
+export function closeWhileDrainingHeader(request: FastifyRequest, reply: FastifyReply): void {
+  if (request.server.health.draining) reply.header('connection', 'close')
 }
 
 export function requestContextStage(request: FastifyRequest, reply: FastifyReply, done: () => void): void {

@@ -1,11 +1,12 @@
-import httpProxy from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { IncomingHttpHeaders } from 'node:http'
-import { Readable } from 'node:stream'
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { Readable } from 'node:stream'
+import { errors, type Dispatcher } from 'undici'
 import { ApiError } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID } from '../contract/headers.js'
 import { closedForWriteIdle, expectsContinue } from '../http/client-errors.js'
 import { MAX_HEAD_BYTES } from '../http/limits.js'
+import { closeWhileDrainingHeader } from '../http/request-context.js'
 import { callerOf } from '../http/request-state.js'
 import type { Principal } from '../keys/principal.js'
 import { BODY_METHODS, idempotencyOf, knownScopes, routerPath, type RoutePolicy } from '../routes/policy.js'
@@ -17,11 +18,17 @@ import { headSize, LocationMap, mapLinks, PASSED_RESPONSE_HEADERS, ScopesHeader,
 import type { Services, ServiceTarget } from './services.js'
 import { fillPath, queryOf } from './target.js'
 
-// Declared routes (docs/architecture.md, "Declared routes"): each is forwarded with
-// @fastify/http-proxy to its service once the pipeline's checks have passed (app.ts attaches
-// them from the route's policy). Every answer of the service is judged here before a byte
-// reaches the partner: what may pass is streamed as it comes; every failure becomes
-// problem+json that quotes nothing of it.
+// Declared routes (docs/architecture.md, "Declared routes"): each is a route of its own whose
+// handler calls the service once the pipeline's checks have passed (app.ts attaches them from
+// the route's policy). Every answer of the service is judged here before a byte reaches the
+// partner: what may pass is streamed as it comes; every failure becomes problem+json that
+// quotes nothing of it.
+//
+// The call goes straight to the upstream's dispatcher (its pool with the resilience
+// interceptors), with one handler object per call that writes the answer's bytes into the
+// partner's response as undici hands them over: no proxy plugin rebuilding the URL and the
+// headers, no stream between the service's socket and the partner's, and no conversion of the
+// answer's headers back and forth between undici's two handler interfaces.
 
 /**
  * Why a streamed answer ended before its end: the whole-call deadline, the partner taking no
@@ -44,12 +51,6 @@ export interface IdempotencySettings {
   records: IdempotencyRecords
   /** Largest answer body kept for replay. */
   maxBodyBytes: number
-}
-
-interface ProxyResponse {
-  statusCode: number
-  headers: IncomingHttpHeaders
-  stream: Readable
 }
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i
@@ -87,25 +88,6 @@ const JSON_MEDIA_TYPE = 'application/json'
  */
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
-/**
- * reply-from builds a call's URL as `source` resolved against `getUpstream`, and refuses any
- * source that holds `/..` or `../` once decoded: a legitimate parameter `..b` would trip it.
- * So reply-from's `getUpstream` gives the origin and the whole path the gateway built (the
- * proxy plugin's own, asked before the handler runs, gives the origin alone), and `source` is the
- * path's last segment, which resolves to that same path. The last segment is a parameter
- * (never dots only, no `/` or `:`) or the operator's text, so a partner's input cannot trip
- * the check. A segment with a colon is written `./seg`, or it would read as a scheme (RFC 3986
- * 4.2). The query never goes through `source`: reply-from asks `queryString` for it.
- */
-function sourceOf(path: string): string {
-  const last = path.slice(path.lastIndexOf('/') + 1)
-  return last === '' || last.includes(':') ? `./${last}` : last
-}
-
-function builtQuery(_search: string, _url: string, request: FastifyRequest): string {
-  return (request.upstreamQuery as string).slice(1)
-}
-
 function unavailable(upstream: Upstream, error: UpstreamError): ApiError {
   const retryAfter = upstream.retryAfterOf(error)
   return new ApiError('SERVICE_UNAVAILABLE', `The service is temporarily unavailable; retry in ${retryAfter} second${retryAfter === 1 ? '' : 's'}.`, {
@@ -135,14 +117,6 @@ function refusal(upstream: Upstream, failure: UpstreamError, principal: Principa
   }
 }
 
-function cutReason(stream: Readable, raw: FastifyReply['raw']): CutReason {
-  const code = errorCode(stream.errored)
-  if (code === UPSTREAM_CALL_DEADLINE) return 'response_timeout'
-  if (closedForWriteIdle(raw.socket)) return 'write_idle'
-  // The partner going away destroys the stream, which undici reports as aborted.
-  return stream.errored === null || code === 'UND_ERR_ABORTED' ? 'partner_closed' : 'upstream_error'
-}
-
 /**
  * A partner that sent `Expect: 100-continue` waits for the 100 before it sends its body: it
  * gets it once the checks before the body have passed, so a refused request costs no upload.
@@ -170,300 +144,510 @@ function fingerprintOf(request: FastifyRequest): string {
   return digest(request.url, request.propertyId ?? '', typeof type === 'string' ? type : '', body ?? '')
 }
 
-/**
- * The body of a stream up to `max` bytes; past it, undefined and what was read so far, with
- * the stream paused where it was.
- */
-function collect(stream: Readable, max: number): Promise<{ body: Buffer } | { over: Buffer[] }> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    let size = 0
-    const done = (): void => {
-      stream.off('data', onData)
-      stream.off('end', onEnd)
-      stream.off('error', onError)
-    }
-    const onData = (chunk: Buffer): void => {
-      chunks.push(chunk)
-      size += chunk.length
-      if (size <= max) return
-      stream.pause()
-      done()
-      resolve({ over: chunks })
-    }
-    const onEnd = (): void => {
-      done()
-      resolve({ body: Buffer.concat(chunks, size) })
-    }
-    const onError = (error: Error): void => {
-      done()
-      reject(error)
-    }
-    stream.on('data', onData)
-    stream.once('end', onEnd)
-    stream.once('error', onError)
-  })
-}
-
-/** What was read of an answer, then the rest of it as it comes. */
-function resumed(read: Buffer[], rest: Readable): Readable {
-  return Readable.from((async function* chunks() {
-    yield* read
-    yield* rest
-  })(), { objectMode: false })
-}
-
 /** A record a request holds from its claim until it is answered or released. */
 interface Held {
   lease: Lease
-  /** Set once onResponse or onError took it over: the answer decides. */
+  /** Set once the answer or the call's failure took it over: the answer decides. */
   settled: boolean
+}
+
+type Controller = Dispatcher.DispatchController
+type AnswerHeaders = Record<string, string | string[] | undefined>
+
+/**
+ * What a call does with the bytes of the service's answer: none yet (its head is awaited),
+ * passed on as they come, kept whole for an Idempotency-Key's record, held while the record
+ * of an answer too large to keep is released, or dropped (an answer refused: it is still read
+ * to its end, so its connection serves the next call).
+ */
+type Mode = 'head' | 'stream' | 'keep' | 'hold' | 'drop'
+
+const kForwarding = Symbol('forwarding')
+type PartnerResponse = ServerResponse & { [kForwarding]?: Forwarding }
+
+/** The partner's response closed: an answer cut short, unless it was complete. */
+function partnerClosed(this: PartnerResponse): void {
+  this[kForwarding]?.closed()
+}
+
+/** What the partner leaving does to the call still running: undici's own reason, as for a stream destroyed. */
+function partnerGone(): Error {
+  return new errors.RequestAbortedError()
+}
+
+/** One call to a service, and undici's handler of its answer. */
+class Forwarding implements Dispatcher.DispatchHandler {
+  controller: Controller | null = null
+  mode: Mode = 'head'
+  status = 0
+  /** The answer's bytes while they are kept or held. */
+  chunks: Buffer[] = []
+  size = 0
+  /** Bytes of the body still to come, when the service announced its length and they are passed on; -1 otherwise. */
+  remaining = -1
+  /** The failure that ended the call, if one did. */
+  failure: Error | null = null
+  /** The call is over: its answer ended, or it failed. */
+  done = false
+
+  constructor(
+    readonly route: DeclaredRoute,
+    readonly request: FastifyRequest,
+    readonly reply: FastifyReply,
+    readonly target: ServiceTarget,
+  ) {}
+
+  onRequestStart(controller: Controller): void {
+    this.controller = controller
+  }
+
+  onResponseStart(controller: Controller, statusCode: number, headers: AnswerHeaders): void {
+    this.controller = controller
+    this.route.answer(this, statusCode, headers)
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    switch (this.mode) {
+      case 'stream':
+        this.write(chunk)
+        return
+      case 'keep':
+        this.chunks.push(chunk)
+        this.size += chunk.length
+        if (this.size > this.route.maxKeptBytes) {
+          // Too large to keep: nothing more is read until the record is released.
+          controller.pause()
+          this.mode = 'hold'
+          this.route.tooLargeToKeep(this)
+        }
+        return
+      case 'hold':
+        this.chunks.push(chunk)
+        return
+      default:
+        return
+    }
+  }
+
+  onResponseEnd(): void {
+    if (this.done) return
+    this.done = true
+    if (this.mode === 'stream') {
+      const res = this.reply.raw
+      if (!res.writableEnded) res.end()
+    } else if (this.mode === 'keep') {
+      this.route.keep(this, Buffer.concat(this.chunks, this.size))
+    }
+  }
+
+  onResponseError(_controller: Controller, error: Error): void {
+    if (this.done) return
+    this.done = true
+    this.failure = error
+    switch (this.mode) {
+      case 'head':
+        this.route.failed(this, error)
+        return
+      case 'stream':
+        // Begun: it cannot become a problem any more. The partner is cut off, and the close
+        // tells why.
+        this.reply.raw.destroy()
+        return
+      case 'keep':
+        this.route.cutBeforeSent(this, error)
+        return
+      default:
+        // Held: the release that is running finds the failure.
+        return
+    }
+  }
+
+  /**
+   * Writes the answer's head, taking the reply over from Fastify: its bytes go into the
+   * response from here (Fastify still runs the request's onResponse hooks when it finishes).
+   */
+  begin(length: string | string[] | undefined): void {
+    const { request, reply } = this
+    const res = reply.raw as PartnerResponse
+    reply.hijack()
+    closeWhileDrainingHeader(request, reply)
+    const status = this.status
+    if (status === 204 || status < 200) {
+      // No body: neither its type nor its length is said (RFC 9110 8.6).
+      reply.removeHeader('content-type')
+      reply.removeHeader('content-length')
+    } else if (typeof length === 'string' && request.method !== 'HEAD' && status !== 304) {
+      this.remaining = Number(length)
+    }
+    res.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders)
+    res[kForwarding] = this
+    res.on('close', partnerClosed)
+    this.mode = 'stream'
+  }
+
+  write(chunk: Buffer): void {
+    const res = this.reply.raw
+    if (this.remaining > 0) {
+      this.remaining -= chunk.length
+      // The last bytes announced: the response ends with them, in the same write.
+      if (this.remaining <= 0) {
+        res.end(chunk)
+        return
+      }
+    }
+    if (!res.write(chunk)) {
+      this.controller?.pause()
+      res.once('drain', () => this.controller?.resume())
+    }
+  }
+
+  /** Passes on what was held, then the rest as it comes. */
+  release(): void {
+    this.begin(this.reply.getHeader('content-length') as string | undefined)
+    const held = this.chunks
+    this.chunks = []
+    for (const chunk of held) this.write(chunk)
+    if (this.done) {
+      if (!this.reply.raw.writableEnded) this.reply.raw.end()
+      return
+    }
+    this.controller?.resume()
+  }
+
+  /** The partner's response closed. */
+  closed(): void {
+    const res = this.reply.raw
+    if (res.writableFinished) return
+    const reason = this.cutReason()
+    this.route.cut(this, reason)
+    // The service's answer is not read any further: its connection closes, its bounds free.
+    if (!this.done) {
+      this.done = true
+      this.controller?.abort(partnerGone())
+    }
+  }
+
+  /** Why the answer ended before its end. */
+  cutReason(): CutReason {
+    const failure = this.failure
+    const code = errorCode(failure)
+    if (code === UPSTREAM_CALL_DEADLINE) return 'response_timeout'
+    if (closedForWriteIdle(this.reply.raw.socket)) return 'write_idle'
+    return failure === null || code === 'UND_ERR_ABORTED' ? 'partner_closed' : 'upstream_error'
+  }
+}
+
+/** One declared route: its service, its records, and how it judges an answer. */
+class DeclaredRoute {
+  readonly maxKeptBytes: number
+  private readonly held = new WeakMap<FastifyRequest, Held>()
+  private readonly call: ServiceCall
+  private readonly locations: LocationMap
+  private readonly uuidParams: string[]
+  /** A record's lease outlasts the longest call the gateway makes (its whole-call bound), so only a dead instance's record is ever taken over. */
+  private readonly leaseMs: number
+
+  constructor(
+    private readonly policy: RoutePolicy & { forward: NonNullable<RoutePolicy['forward']> },
+    policies: readonly RoutePolicy[],
+    private readonly services: Services,
+    scopesHeader: ScopesHeader,
+    private readonly hooks: ProxyHooks,
+    private readonly idempotency: IdempotencySettings | undefined,
+  ) {
+    const forward = policy.forward
+    const service = services.get(forward.upstream)
+    const origins = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])].map((t) => t.origin)
+    this.locations = new LocationMap(policies.filter((p) => p.forward?.upstream === forward.upstream), origins)
+    this.call = { tokenHeader: service.settings.tokenHeader, propertyScoped: policy.scope === 'property', scopes: scopesHeader }
+    this.uuidParams = Object.entries(policy.pathParams).filter(([, rule]) => rule.type === 'uuid').map(([name]) => name)
+    this.leaseMs = Math.max(service.settings.timeoutMs, service.settings.responseTimeoutMs) + 5000
+    this.maxKeptBytes = idempotency?.maxBodyBytes ?? 0
+  }
+
+  /** The route's handler: builds the call and sends it (after the record's claim, for a keyed request). */
+  handle(request: FastifyRequest, reply: FastifyReply): void {
+    const forward = this.policy.forward
+    const params: Record<string, string> = { ...(request.params as Record<string, string>) }
+    for (const name of this.uuidParams) params[name] = (params[name] as string).toLowerCase()
+    if (request.propertyId !== null) params.propertyId = request.propertyId
+    const path = fillPath(forward.path, params)
+    request.upstreamPath = path
+    request.upstreamQuery = queryOf(request.query as object, request.parsedQuery ?? {})
+    request.upstreamStartedAt = performance.now()
+    const target = this.targetOf(request)
+    const body = request.body as Buffer | undefined
+    // Every refusal of the gateway's own comes before the record (docs/architecture.md §D21):
+    // the head's size too, measured as the call will send it.
+    const headers = this.serviceHeaders(request, target, body)
+    if (this.idempotency !== undefined && request.idempotencyKey !== null && idempotencyOf(this.policy, request.method) !== undefined) {
+      this.claim(request, reply).then((replayed) => {
+        if (!replayed) this.send(request, reply, target, headers, body)
+      }, (error: unknown) => {
+        reply.send(error)
+      })
+      return
+    }
+    this.send(request, reply, target, headers, body)
+  }
+
+  private send(request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, headers: Record<string, string>, body: Buffer | undefined): void {
+    const forwarding = new Forwarding(this, request, reply, target)
+    const options: Dispatcher.DispatchOptions = {
+      origin: target.origin,
+      path: `${request.upstreamPath as string}${request.upstreamQuery as string}`,
+      method: request.method as Dispatcher.HttpMethod,
+      headers,
+      body: body ?? null,
+    }
+    try {
+      target.upstream.dispatcher.dispatch(options, forwarding)
+    } catch (error) {
+      // Refused before anything left (undici checks its arguments as it takes them).
+      forwarding.onResponseError(forwarding.controller as Controller, error as Error)
+    }
+  }
+
+  private targetOf(request: FastifyRequest): ServiceTarget {
+    const upstream = this.policy.forward.upstream
+    const target = this.services.target(upstream, callerOf(request).principal.mode)
+    // The test-mode stage answered before a test key could get here without a sandbox.
+    if (target === undefined) throw new Error(`no ${callerOf(request).principal.mode} target for ${upstream}`)
+    return target
+  }
+
+  /** The service's request headers; 431 when its head would be over what services take. */
+  private serviceHeaders(request: FastifyRequest, target: ServiceTarget, body: Buffer | undefined): Record<string, string> {
+    const out = serviceRequestHeaders(request, this.call, target.token)
+    out.host = target.host
+    if (body !== undefined) {
+      // The body is sent as the partner sent it; its type is plain JSON, whatever the partner's spelling.
+      out['content-type'] = JSON_MEDIA_TYPE
+      out['content-length'] = String(body.length)
+    }
+    const size = headSize(request.method, `${request.upstreamPath as string}${request.upstreamQuery as string}`, out)
+    if (size > MAX_HEAD_BYTES) {
+      throw new ApiError('REQUEST_HEADERS_TOO_LARGE',
+        `With the headers the gateway adds, this request comes to ${size} bytes of headers; at most ${MAX_HEAD_BYTES} are accepted. Send shorter Accept, Accept-Language or query values.`)
+    }
+    return out
+  }
+
+  private counted(request: FastifyRequest, outcome: IdempotencyOutcome): void {
+    request.idempotency = outcome
+    this.hooks.onIdempotency?.(this.policy.path, outcome)
+  }
+
+  /** Releases the request's record (a retry is forwarded again); resolves once Redis answered or failed. */
+  private async release(request: FastifyRequest, entry: Held, why: string): Promise<void> {
+    if (this.idempotency === undefined) return
+    try {
+      await this.idempotency.records.release(entry.lease)
+      this.counted(request, 'released')
+    } catch (error) {
+      request.log.warn({ err: error, why }, 'idempotency record not released (Redis failed); it frees itself when its lease runs out')
+    }
+  }
+
+  /** The release the answer chose, then `send`. */
+  private settle(request: FastifyRequest, why: string, send: () => void): void {
+    const entry = this.held.get(request)
+    if (entry === undefined || entry.settled) return send()
+    entry.settled = true
+    void this.release(request, entry, why).then(send)
+  }
+
+  /** Claims the request's record; true when the request was answered from it (a replay). */
+  private async claim(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+    const records = (this.idempotency as IdempotencySettings).records
+    const key = records.keyOf(callerOf(request).principal.keyId, request.method, this.policy.path, request.idempotencyKey as string)
+    let result
+    try {
+      result = await records.claim(key, fingerprintOf(request), this.leaseMs)
+    } catch (error) {
+      // A duplicate is worse than a wait: without its record, a keyed request is not
+      // forwarded (docs/architecture.md §D23).
+      throw new ApiError('SERVICE_UNAVAILABLE', 'Idempotency keys cannot be checked right now; retry in 1 second.', { retryAfter: 1, cause: error })
+    }
+    switch (result.kind) {
+      case 'claimed': {
+        const entry: Held = { lease: result.lease, settled: false }
+        this.held.set(request, entry)
+        // A request that ends before any answer took its record over (the partner went
+        // away, a refusal on the way out) frees it.
+        reply.raw.once('close', () => {
+          if (!entry.settled) this.settle(request, 'request ended before an answer', noop)
+        })
+        return false
+      }
+      case 'in_use':
+        this.counted(request, 'in_use')
+        throw new ApiError('IDEMPOTENCY_KEY_IN_USE', 'A request with this Idempotency-Key is still in flight; retry in 1 second to get its answer.', { retryAfter: 1 })
+      case 'reused':
+        this.counted(request, 'reused')
+        throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different request; send a new key with each new request.')
+      case 'answered':
+        this.counted(request, 'replayed')
+        this.replay(request, reply, result.answer)
+        return true
+    }
+  }
+
+  private replay(request: FastifyRequest, reply: FastifyReply, answer: StoredAnswer): void {
+    reply.code(answer.status)
+    for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
+    reply.header('idempotent-replayed', 'true')
+    reply.headers(COMMON_HEADERS)
+    // Echoed on successes only (docs/partners.md, "Every answer"), as on the answer first sent.
+    if (answer.status >= 200 && answer.status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
+    reply.send(answer.body)
+  }
+
+  private observe(request: FastifyRequest, target: ServiceTarget, outcome: UpstreamOutcome, status: number | null): void {
+    const seconds = (performance.now() - (request.upstreamStartedAt ?? performance.now())) / 1000
+    request.upstreamMs = seconds * 1000
+    request.upstreamName = target.upstream.name
+    request.upstreamStatus = status
+    this.hooks.onCall?.(target.upstream.name, outcome, seconds)
+  }
+
+  /** The head of the service's answer: refused as problem+json, or passed on (or kept, for a keyed request). */
+  answer(call: Forwarding, status: number, headers: AnswerHeaders): void {
+    const { request, reply, target } = call
+    if (request.raw.aborted) {
+      // The partner went away before the answer came: there is no one to send it to.
+      call.mode = 'drop'
+      call.done = true
+      call.controller?.abort(partnerGone())
+      return
+    }
+    const type = headers['content-type']
+    const encoding = headers['content-encoding']
+    const failure = target.upstream.unavailableAnswer(status, headers)
+    let verdict: ApiError | undefined
+    let outcome: UpstreamOutcome = 'success'
+    if (failure !== undefined) {
+      outcome = failure.outcome
+      verdict = unavailable(target.upstream, failure)
+    } else if (status === 401 || status === 407) {
+      // The service refused the gateway's own token: ours to fix, not the partner's.
+      outcome = 'bad_response'
+      verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} to the gateway's token`))
+    } else if (encoding !== undefined && !isIdentity(encoding)) {
+      // Asked for identity: an encoded body would reach the partner as bytes it cannot read.
+      outcome = 'bad_response'
+      verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} with Content-Encoding ${String(encoding)}`))
+    } else if (!typeFits(status, type, headers['content-length'], request.method)) {
+      outcome = 'bad_response'
+      verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} with ${String(type ?? 'no content type')}`))
+    } else if (status >= 400) {
+      outcome = 'client_error'
+    }
+    this.observe(request, target, outcome, status)
+    const entry = this.held.get(request)
+    if (verdict !== undefined) {
+      call.mode = 'drop'
+      const refused = verdict
+      this.settle(request, `service answered ${status}`, () => reply.send(refused))
+      return
+    }
+    if (entry !== undefined) entry.settled = true
+    call.status = status
+    reply.code(status)
+    for (const name of PASSED_RESPONSE_HEADERS) {
+      const value = headers[name]
+      if (value !== undefined) reply.header(name, value)
+    }
+    const location = headers.location
+    if (typeof location === 'string') {
+      const mapped = this.locations.map(location)
+      if (mapped !== undefined) reply.header('location', mapped)
+    }
+    const link = headers.link
+    if (link !== undefined) {
+      const mapped = mapLinks(link, this.locations)
+      if (mapped !== undefined) reply.header('link', mapped)
+    }
+    // A correlation id is echoed on successes only (docs/partners.md, "Every answer"): 2xx,
+    // not a redirect.
+    if (status >= 200 && status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
+    // A connection whose request body was not read to its end cannot carry another request.
+    if (!request.raw.complete) reply.header('connection', 'close')
+    if (entry !== undefined) call.mode = 'keep'
+    else call.begin(headers['content-length'])
+  }
+
+  /** The call failed before any answer. */
+  failed(call: Forwarding, error: Error): void {
+    const { request, reply, target } = call
+    const failure = target.upstream.failure(error)
+    this.observe(request, target, failure.outcome, null)
+    const refused = refusal(target.upstream, failure, callerOf(request).principal)
+    this.settle(request, failure.outcome, () => reply.send(refused))
+  }
+
+  /** A keyed request's answer, read whole (docs/architecture.md §D22): kept, then sent. */
+  keep(call: Forwarding, body: Buffer): void {
+    void this.keepAndSend(call, body)
+  }
+
+  private async keepAndSend(call: Forwarding, body: Buffer): Promise<void> {
+    const { request, reply } = call
+    const entry = this.held.get(request) as Held
+    const headers: Record<string, string> = {}
+    for (const name of REPLAYED_HEADERS) {
+      const value = reply.getHeader(name)
+      if (typeof value === 'string') headers[name] = value
+    }
+    try {
+      if (await (this.idempotency as IdempotencySettings).records.answer(entry.lease, { status: call.status, headers, body })) this.counted(request, 'stored')
+      else request.log.warn('idempotency record was taken over before the answer came; the answer is not kept')
+    } catch (error) {
+      request.log.warn({ err: error }, 'idempotency answer not kept (Redis failed); its record frees itself when its lease runs out')
+    }
+    reply.send(body)
+  }
+
+  /** A keyed request's answer over maxBodyBytes: passed on as it comes, its record released first. */
+  tooLargeToKeep(call: Forwarding): void {
+    const { request } = call
+    request.log.warn({ maxBodyBytes: this.maxKeptBytes, route: this.policy.path },
+      'answer over idempotency.maxBodyBytes: passed on without being kept; the idempotency record is released')
+    void this.release(request, this.held.get(request) as Held, 'answer over maxBodyBytes').then(() => {
+      // The service failed while the record was released, before the partner got a byte.
+      if (call.failure !== null) this.cutBeforeSent(call, call.failure)
+      else call.release()
+    })
+  }
+
+  /** The service failed mid-answer, before the partner got a byte: as if it failed at once. */
+  cutBeforeSent(call: Forwarding, error: Error): void {
+    const { request, reply, target } = call
+    this.cut(call, call.cutReason())
+    const entry = this.held.get(request) as Held
+    const answer = (): void => {
+      reply.send(unavailable(target.upstream, target.upstream.failure(error)))
+    }
+    if (call.mode === 'hold') answer()
+    else void this.release(request, entry, 'answer cut').then(answer)
+  }
+
+  /** An answer that ended before its end. */
+  cut(call: Forwarding, reason: CutReason): void {
+    const { request, reply, target } = call
+    request.upstreamCut = reason
+    this.hooks.onCut?.(target.upstream.name, reason)
+    // A streamed answer cut short never finishes: Fastify runs no onResponse hook for it.
+    if (call.mode === 'stream') this.hooks.onUnfinished?.(request, reply)
+  }
 }
 
 export function declaredRoutes(policies: readonly RoutePolicy[], services: Services, hooks: ProxyHooks = {}, idempotency?: IdempotencySettings) {
   const scopesHeader = new ScopesHeader(knownScopes(policies))
   return async function routes(app: FastifyInstance): Promise<void> {
     for (const policy of policies) {
-      const forward = policy.forward
-      if (forward === undefined) continue
-      const service = services.get(forward.upstream)
-      const origins = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])].map((t) => new URL(t.upstream.url).origin)
-      const locations = new LocationMap(policies.filter((p) => p.forward?.upstream === forward.upstream), origins)
-      const call: ServiceCall = { tokenHeader: service.settings.tokenHeader, propertyScoped: policy.scope === 'property', scopes: scopesHeader }
-      const uuidParams = Object.entries(policy.pathParams).filter(([, rule]) => rule.type === 'uuid').map(([name]) => name)
-      // A record's lease outlasts the longest call the gateway makes (its whole-call bound), so
-      // only a dead instance's record is ever taken over.
-      const leaseMs = Math.max(service.settings.timeoutMs, service.settings.responseTimeoutMs) + 5000
-      const held = new WeakMap<FastifyRequest, Held>()
-
-      const counted = (request: FastifyRequest, outcome: IdempotencyOutcome): void => {
-        request.idempotency = outcome
-        hooks.onIdempotency?.(policy.path, outcome)
-      }
-
-      /** Releases the request's record (a retry is forwarded again); resolves once Redis answered or failed. */
-      const release = async (request: FastifyRequest, entry: Held, why: string): Promise<void> => {
-        if (idempotency === undefined) return
-        try {
-          await idempotency.records.release(entry.lease)
-          counted(request, 'released')
-        } catch (error) {
-          request.log.warn({ err: error, why }, 'idempotency record not released (Redis failed); it frees itself when its lease runs out')
-        }
-      }
-
-      /** The release the answer chose, then `send`. */
-      const settle = (request: FastifyRequest, why: string, send: () => void): void => {
-        const entry = held.get(request)
-        if (entry === undefined || entry.settled) return send()
-        entry.settled = true
-        void release(request, entry, why).then(send)
-      }
-
-      /** Claims the request's record; true when the request was answered from it (a replay). */
-      const claim = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-        const records = (idempotency as IdempotencySettings).records
-        const key = records.keyOf(callerOf(request).principal.keyId, request.method, policy.path, request.idempotencyKey as string)
-        let result
-        try {
-          result = await records.claim(key, fingerprintOf(request), leaseMs)
-        } catch (error) {
-          // A duplicate is worse than a wait: without its record, a keyed request is not
-          // forwarded (docs/architecture.md §D23).
-          throw new ApiError('SERVICE_UNAVAILABLE', 'Idempotency keys cannot be checked right now; retry in 1 second.', { retryAfter: 1, cause: error })
-        }
-        switch (result.kind) {
-          case 'claimed': {
-            const entry: Held = { lease: result.lease, settled: false }
-            held.set(request, entry)
-            // A request that ends before any answer took its record over (the partner went
-            // away, a refusal on the way out) frees it.
-            reply.raw.once('close', () => {
-              if (!entry.settled) settle(request, 'request ended before an answer', noop)
-            })
-            return false
-          }
-          case 'in_use':
-            counted(request, 'in_use')
-            throw new ApiError('IDEMPOTENCY_KEY_IN_USE', 'A request with this Idempotency-Key is still in flight; retry in 1 second to get its answer.', { retryAfter: 1 })
-          case 'reused':
-            counted(request, 'reused')
-            throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different request; send a new key with each new request.')
-          case 'answered':
-            counted(request, 'replayed')
-            replay(request, reply, result.answer)
-            return true
-        }
-      }
-
-      const replay = (request: FastifyRequest, reply: FastifyReply, answer: StoredAnswer): void => {
-        reply.code(answer.status)
-        for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
-        reply.header('idempotent-replayed', 'true')
-        reply.headers(COMMON_HEADERS)
-        // Echoed on successes only (docs/partners.md, "Every answer"), as on the answer first sent.
-        if (answer.status >= 200 && answer.status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
-        reply.send(answer.body)
-      }
-
-      /**
-       * A keyed request's answer (docs/architecture.md §D22): read whole (up to maxBodyBytes),
-       * kept, then sent; a larger one is passed on as it comes and its record released.
-       */
-      const keepAndSend = (request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, status: number, stream: Readable): void => {
-        const entry = held.get(request) as Held
-        const settings = idempotency as IdempotencySettings
-        collect(stream, settings.maxBodyBytes).then(async (read) => {
-          if ('over' in read) {
-            request.log.warn({ maxBodyBytes: settings.maxBodyBytes, route: policy.path },
-              'answer over idempotency.maxBodyBytes: passed on without being kept; the idempotency record is released')
-            await release(request, entry, 'answer over maxBodyBytes')
-            streamOn(request, reply, target, resumed(read.over, stream), stream)
-            return
-          }
-          const headers: Record<string, string> = {}
-          for (const name of REPLAYED_HEADERS) {
-            const value = reply.getHeader(name)
-            if (typeof value === 'string') headers[name] = value
-          }
-          try {
-            if (await settings.records.answer(entry.lease, { status, headers, body: read.body })) counted(request, 'stored')
-            else request.log.warn('idempotency record was taken over before the answer came; the answer is not kept')
-          } catch (error) {
-            request.log.warn({ err: error }, 'idempotency answer not kept (Redis failed); its record frees itself when its lease runs out')
-          }
-          reply.send(read.body)
-        }, async (error: unknown) => {
-          // The service failed mid-answer, before the partner got a byte: as if it failed at once.
-          const reason = cutReason(stream, reply.raw)
-          request.upstreamCut = reason
-          hooks.onCut?.(target.upstream.name, reason)
-          await release(request, entry, 'answer cut')
-          reply.send(unavailable(target.upstream, target.upstream.failure(error)))
-        })
-      }
-
-      /** Passes a stream on; `source` is the service's own stream, whose end tells why a cut happened. */
-      const streamOn = (request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, stream: Readable, source: Readable): void => {
-        reply.raw.once('close', () => {
-          if (reply.raw.writableFinished) return
-          const reason = cutReason(source, reply.raw)
-          request.upstreamCut = reason
-          hooks.onCut?.(target.upstream.name, reason)
-          hooks.onUnfinished?.(request, reply)
-        })
-        reply.send(stream)
-      }
-
-      const targetOf = (request: FastifyRequest): ServiceTarget => {
-        const target = services.target(forward.upstream, callerOf(request).principal.mode)
-        // The test-mode stage answered before a test key could get here without a sandbox.
-        if (target === undefined) throw new Error(`no ${callerOf(request).principal.mode} target for ${forward.upstream}`)
-        return target
-      }
-
-      const serviceUrl = (request: FastifyRequest): string => `${targetOf(request).origin}${request.upstreamPath as string}`
-
-      const observe = (request: FastifyRequest, target: ServiceTarget, outcome: UpstreamOutcome, status: number | null): void => {
-        const seconds = (performance.now() - (request.upstreamStartedAt ?? performance.now())) / 1000
-        request.upstreamMs = seconds * 1000
-        request.upstreamName = target.upstream.name
-        request.upstreamStatus = status
-        hooks.onCall?.(target.upstream.name, outcome, seconds)
-      }
-
-      const onResponse = (request: FastifyRequest, reply: FastifyReply, res: ProxyResponse): void => {
-        const target = targetOf(request)
-        const { statusCode: status, headers } = res
-        const type = headers['content-type']
-        const encoding = headers['content-encoding']
-        const failure = target.upstream.unavailableAnswer(status, headers)
-        let verdict: ApiError | undefined
-        let outcome: UpstreamOutcome = 'success'
-        if (failure !== undefined) {
-          outcome = failure.outcome
-          verdict = unavailable(target.upstream, failure)
-        } else if (status === 401 || status === 407) {
-          // The service refused the gateway's own token: ours to fix, not the partner's.
-          outcome = 'bad_response'
-          verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} to the gateway's token`))
-        } else if (encoding !== undefined && !isIdentity(encoding)) {
-          // Asked for identity: an encoded body would reach the partner as bytes it cannot read.
-          outcome = 'bad_response'
-          verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} with Content-Encoding ${String(encoding)}`))
-        } else if (!typeFits(status, type, headers['content-length'], request.method)) {
-          outcome = 'bad_response'
-          verdict = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${status} with ${String(type ?? 'no content type')}`))
-        } else if (status >= 400) {
-          outcome = 'client_error'
-        }
-        observe(request, target, outcome, status)
-        const entry = held.get(request)
-        if (verdict !== undefined) {
-          res.stream.resume()
-          const refused = verdict
-          settle(request, `service answered ${status}`, () => reply.send(refused))
-          return
-        }
-        if (entry !== undefined) entry.settled = true
-        reply.code(status)
-        for (const name of PASSED_RESPONSE_HEADERS) {
-          const value = headers[name]
-          if (value !== undefined) reply.header(name, value)
-        }
-        const location = headers.location
-        if (typeof location === 'string') {
-          const mapped = locations.map(location)
-          if (mapped !== undefined) reply.header('location', mapped)
-        }
-        const link = headers.link
-        if (link !== undefined) {
-          const mapped = mapLinks(link, locations)
-          if (mapped !== undefined) reply.header('link', mapped)
-        }
-        // A correlation id is echoed on successes only (docs/partners.md, "Every answer"): 2xx,
-        // not a redirect.
-        if (status >= 200 && status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
-        if (entry !== undefined) keepAndSend(request, reply, target, status, res.stream)
-        else streamOn(request, reply, target, res.stream, res.stream)
-      }
-
-      const onError = (reply: FastifyReply, { error }: { error: Error & { cause?: unknown } }): void => {
-        const request = reply.request
-        const target = targetOf(request)
-        // reply-from wraps what failed; the interceptors' codes are on the cause.
-        const failure = target.upstream.failure(error.cause ?? error)
-        observe(request, target, failure.outcome, null)
-        const refused = refusal(target.upstream, failure, callerOf(request).principal)
-        settle(request, failure.outcome, () => reply.send(refused))
-      }
-
-      /** 431 when the service's request head would be over what services take. */
-      const checkHeadSize = (request: FastifyRequest, out: Record<string, string>): void => {
-        const size = headSize(request.method, `${request.upstreamPath as string}${request.upstreamQuery as string}`, out)
-        if (size > MAX_HEAD_BYTES) {
-          throw new ApiError('REQUEST_HEADERS_TOO_LARGE',
-            `With the headers the gateway adds, this request comes to ${size} bytes of headers; at most ${MAX_HEAD_BYTES} are accepted. Send shorter Accept, Accept-Language or query values.`)
-        }
-      }
-
-      const serviceHeaders = (request: FastifyRequest, host: string, length: string | undefined): Record<string, string> => {
-        const out = serviceRequestHeaders(request, call, targetOf(request).token)
-        out.host = host
-        if (request.body !== undefined) {
-          // reply-from counted the body it sends; its type is plain JSON, whatever the partner's spelling.
-          out['content-type'] = JSON_MEDIA_TYPE
-          out['content-length'] = String(length)
-        }
-        return out
-      }
-
-      const rewriteRequestHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders): Record<string, string> => {
-        const out = serviceHeaders(request, headers.host as string, headers['content-length'] as string | undefined)
-        checkHeadSize(request, out)
-        return out
-      }
-
+      if (policy.forward === undefined) continue
+      const route = new DeclaredRoute(policy as RoutePolicy & { forward: NonNullable<RoutePolicy['forward']> }, policies, services, scopesHeader, hooks, idempotency)
       await app.register(async (scope) => {
         // The body is read only after the key is valid (content parsing follows onRequest),
         // kept byte for byte, and checked to be JSON (docs/architecture.md, "Order of checks",
@@ -487,50 +671,13 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
             done(null, body)
           })
         }
-        await scope.register(httpProxy, {
-          prefix: routerPath(policy.path),
+        scope.route({
           // Exactly the declared path: a prefix route would forward /v1/rooms/extra too.
-          routes: [''],
-          httpMethods: [...policy.methods],
-          // The target (live or sandbox) is chosen per request below.
-          upstream: '',
-          proxyPayloads: false,
-          internalRewriteLocationHeader: false,
-          disableRequestLogging: true,
-          // No retry by reply-from: a 503 is passed on, connection errors are retried by the upstream's own interceptor.
-          retryMethods: [],
-          undici: services.dispatcher(forward.upstream),
+          url: routerPath(policy.path),
+          method: [...policy.methods],
           config: { policy },
-          replyOptions: {
-            getUpstream: (request: FastifyRequest) => targetOf(request).origin,
-            queryString: builtQuery,
-            rewriteRequestHeaders,
-            rewriteHeaders: () => ({}),
-            onResponse,
-            onError,
-          },
-          handler: async (request: FastifyRequest, reply: FastifyReply, _dest: string, replyOptions: object) => {
-            const params: Record<string, string> = { ...(request.params as Record<string, string>) }
-            for (const name of uuidParams) params[name] = (params[name] as string).toLowerCase()
-            if (request.propertyId !== null) params.propertyId = request.propertyId
-            const path = fillPath(forward.path, params)
-            request.upstreamPath = path
-            request.upstreamQuery = queryOf(request.query as object, request.parsedQuery ?? {})
-            request.upstreamStartedAt = performance.now()
-            const body = request.body as Buffer | undefined
-            if (idempotency !== undefined && request.idempotencyKey !== null && idempotencyOf(policy, request.method) !== undefined) {
-              // Every refusal of the gateway's own comes before the record (docs/architecture.md
-              // §D21): the head's size too, measured as the call will send it.
-              checkHeadSize(request, serviceHeaders(request, new URL(targetOf(request).origin).host, body === undefined ? undefined : String(body.length)))
-              if (await claim(request, reply)) return reply
-            }
-            const options: object = body === undefined
-              ? { ...replyOptions, getUpstream: serviceUrl }
-              : { ...replyOptions, getUpstream: serviceUrl, body, contentType: JSON_MEDIA_TYPE }
-            reply.headers(COMMON_HEADERS)
-            return reply.from(sourceOf(path), options)
-          },
-        } as unknown as Parameters<typeof httpProxy>[1])
+          handler: (request, reply) => route.handle(request, reply),
+        })
       })
     }
   }

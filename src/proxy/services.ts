@@ -1,4 +1,4 @@
-import { Dispatcher } from 'undici'
+import type { Dispatcher } from 'undici'
 import type { Config, ServiceUpstream } from '../config.js'
 import type { KeyMode } from '../keys/principal.js'
 import type { Interceptor } from '../upstream/interceptors.js'
@@ -12,6 +12,8 @@ export interface ServiceTarget {
   upstream: Upstream
   /** `http://host:port` of the upstream's URL, worked out once. */
   origin: string
+  /** The Host header of its calls (`host:port`). */
+  host: string
   /** Sent in the service's `tokenHeader`, when it has one. */
   token: string | undefined
 }
@@ -36,6 +38,7 @@ export class Services {
           ...(dispatcher === undefined ? {} : { dispatcher }),
         }),
         origin: new URL(url).origin,
+        host: new URL(url).host,
         token,
       })
       this.byName.set(settings.name, {
@@ -67,36 +70,7 @@ export class Services {
     return [...this.byName.values()].flatMap((s) => [s.live.upstream, ...(s.sandbox === undefined ? [] : [s.sandbox.upstream])])
   }
 
-  /** The dispatcher of a service's routes: each call goes to the live or sandbox upstream its origin names. */
-  dispatcher(name: string): Dispatcher {
-    const service = this.get(name)
-    const targets = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])]
-    return new OriginRouter(new Map(targets.map((t) => [t.origin, t.upstream.dispatcher])))
-  }
-
   async close(): Promise<void> {
     await Promise.all(this.all.map((u) => u.close()))
   }
-}
-
-/** Routes each call to the upstream dispatcher of its origin (its pool, breaker and bound). */
-class OriginRouter extends Dispatcher {
-  constructor(private readonly byOrigin: Map<string, Dispatcher>) {
-    super()
-  }
-
-  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    const given = options.origin
-    const origin = typeof given === 'string' ? given : given?.origin
-    let target = origin === undefined ? undefined : this.byOrigin.get(origin)
-    // The origin arrives as configured, a map hit without parsing a URL per request; another
-    // spelling of it (a trailing slash, say) is normalised.
-    if (target === undefined && typeof given === 'string') target = this.byOrigin.get(new URL(given).origin)
-    if (target === undefined) throw new Error(`no upstream at origin ${String(origin)}`)
-    return target.dispatch(options, handler)
-  }
-
-  override async close(): Promise<void> {}
-
-  override async destroy(): Promise<void> {}
 }
