@@ -202,51 +202,91 @@ export function retryConnectionErrors(retries: number, methods: ReadonlySet<stri
   return (dispatch: Dispatch) => (options, handler) => {
     const retryable = retries > 0 && methods.has(options.method) && !isStream(options.body)
     if (!retryable) return dispatch(options, handler)
-    let attempt = 0
-    let started = false
-    let aborted: Error | undefined
-    let current: Controller | undefined
-    // Once an answer has begun, its bytes may be on their way to a partner: never again.
-    let answered = false
-    // What the caller holds across attempts: aborting it aborts whichever attempt is running.
-    const outer = {
-      abort: (reason: Error) => {
-        aborted = reason
-        current?.abort(reason)
-      },
-      pause: () => current?.pause(),
-      resume: () => current?.resume(),
-      get aborted() { return aborted !== undefined },
-      get paused() { return current?.paused ?? false },
-      get reason() { return aborted ?? null },
-    } as unknown as Controller
-    const send = (): boolean => dispatch(options, {
-      onRequestStart: (controller, context) => {
-        current = controller
-        if (aborted !== undefined) controller.abort(aborted)
-        else if (!started) {
-          // The first attempt that leaves (an earlier one may have failed to connect).
-          started = true
-          handler.onRequestStart?.(outer, context)
-        }
-      },
-      onResponseStart: (controller, statusCode, headers, statusMessage) => {
-        answered = true
-        handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
-      },
-      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
-      onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
-      onResponseError: (controller, error) => {
-        const code = errorCode(error)
-        if (!answered && aborted === undefined && attempt < retries && code !== undefined && CONNECTION_ERRORS.has(code)) {
-          attempt += 1
-          send()
-          return
-        }
-        handler.onResponseError?.(controller, error)
-      },
-    })
-    return send()
+    return new RetriedCall(dispatch, options, handler, retries).send()
+  }
+}
+
+/**
+ * One call and its attempts: the handler of each attempt, and the controller the caller holds
+ * across them (aborting it aborts whichever attempt is running). One object per call.
+ */
+class RetriedCall implements Handler {
+  private attempt = 0
+  private started = false
+  private abortedBy: Error | undefined
+  private current: Controller | undefined
+  /** Once an answer has begun, its bytes may be on their way to a partner: never again. */
+  private answered = false
+
+  constructor(
+    private readonly dispatch: Dispatch,
+    private readonly options: Dispatcher.DispatchOptions,
+    private readonly outer: Handler,
+    private readonly retries: number,
+  ) {}
+
+  send(): boolean {
+    return this.dispatch(this.options, this)
+  }
+
+  // The controller the caller holds.
+  abort(reason: Error): void {
+    this.abortedBy = reason
+    this.current?.abort(reason)
+  }
+
+  pause(): void {
+    this.current?.pause()
+  }
+
+  resume(): void {
+    this.current?.resume()
+  }
+
+  get aborted(): boolean {
+    return this.abortedBy !== undefined
+  }
+
+  get paused(): boolean {
+    return this.current?.paused ?? false
+  }
+
+  get reason(): Error | null {
+    return this.abortedBy ?? null
+  }
+
+  // The handler of each attempt.
+  onRequestStart(controller: Controller, context: unknown): void {
+    this.current = controller
+    if (this.abortedBy !== undefined) controller.abort(this.abortedBy)
+    else if (!this.started) {
+      // The first attempt that leaves (an earlier one may have failed to connect).
+      this.started = true
+      this.outer.onRequestStart?.(this as unknown as Controller, context)
+    }
+  }
+
+  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    this.answered = true
+    this.outer.onResponseStart?.(controller, statusCode, headers, statusMessage)
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    this.outer.onResponseData?.(controller, chunk)
+  }
+
+  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
+    this.outer.onResponseEnd?.(controller, trailers)
+  }
+
+  onResponseError(controller: Controller, error: Error): void {
+    const code = errorCode(error)
+    if (!this.answered && this.abortedBy === undefined && this.attempt < this.retries && code !== undefined && CONNECTION_ERRORS.has(code)) {
+      this.attempt += 1
+      this.send()
+      return
+    }
+    this.outer.onResponseError?.(controller, error)
   }
 }
 
@@ -277,39 +317,51 @@ function isStream(body: unknown): boolean {
  * call is aborted: its connection is closed and every bound it holds is freed at once.
  */
 export function deadline(timeoutMs: number, callTimeoutMs = timeoutMs): Interceptor {
-  return (dispatch: Dispatch) => (options, handler) => {
-    const relay = new Relay(handler)
-    const started = performance.now()
-    const fail = (error: InterceptorError): void => {
-      relay.onResponseError(relay.controller as Controller, error)
-      relay.controller?.abort(error)
+  return (dispatch: Dispatch) => (options, handler) => dispatch(options, new TimedCall(handler, timeoutMs, callTimeoutMs))
+}
+
+function expire(call: TimedCall): void {
+  call.expire()
+}
+
+/**
+ * One call under its deadlines. One timer: it first fires at the earlier deadline; a call
+ * answered by then is given what is left of its whole-call bound, so a call that ends in time
+ * (nearly all) sets and clears a single timer.
+ */
+class TimedCall extends Relay {
+  private readonly since = performance.now()
+  private timer: NodeJS.Timeout
+
+  constructor(outer: Handler, private readonly timeoutMs: number, private readonly callTimeoutMs: number) {
+    super(outer)
+    this.timer = setTimeout(expire, Math.min(timeoutMs, callTimeoutMs), this)
+  }
+
+  expire(): void {
+    if (this.settled) return
+    if (!this.started) {
+      this.fail(new InterceptorError(UPSTREAM_TIMEOUT, `no answer within ${this.timeoutMs} ms`))
+      return
     }
-    let timer = setTimeout(() => {
-      if (relay.started || relay.settled) return
-      fail(new InterceptorError(UPSTREAM_TIMEOUT, `no answer within ${timeoutMs} ms`))
-    }, Math.min(timeoutMs, callTimeoutMs))
-    const clear = (): void => clearTimeout(timer)
-    return dispatch(options, {
-      onRequestStart: (controller, context) => relay.onRequestStart(controller, context),
-      onResponseStart: (controller, statusCode, headers, message) => {
-        clear()
-        if (!relay.settled) {
-          timer = setTimeout(() => {
-            if (!relay.settled) fail(new InterceptorError(UPSTREAM_CALL_DEADLINE, `not over within ${callTimeoutMs} ms`))
-          }, Math.max(0, callTimeoutMs - (performance.now() - started)))
-        }
-        relay.onResponseStart(controller, statusCode, headers, message)
-      },
-      onResponseData: (controller, chunk) => relay.onResponseData(controller, chunk),
-      onResponseEnd: (controller, trailers) => {
-        clear()
-        relay.onResponseEnd(controller, trailers)
-      },
-      onResponseError: (controller, error) => {
-        clear()
-        relay.onResponseError(controller, error)
-      },
-    })
+    const left = this.callTimeoutMs - (performance.now() - this.since)
+    if (left > 0) this.timer = setTimeout(expire, left, this)
+    else this.fail(new InterceptorError(UPSTREAM_CALL_DEADLINE, `not over within ${this.callTimeoutMs} ms`))
+  }
+
+  private fail(error: InterceptorError): void {
+    super.onResponseError(this.controller as Controller, error)
+    this.controller?.abort(error)
+  }
+
+  override onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
+    clearTimeout(this.timer)
+    super.onResponseEnd(controller, trailers)
+  }
+
+  override onResponseError(controller: Controller, error: Error): void {
+    clearTimeout(this.timer)
+    super.onResponseError(controller, error)
   }
 }
 
@@ -331,7 +383,7 @@ export function isUnavailableStatus(status: number): boolean {
  * here, so that a trial refused before sending leaves the circuit half-open for the next.
  */
 export function circuitBreaker(breaker: CircuitBreaker<[() => Promise<void>], void>): Interceptor {
-  let trialInFlight = false
+  const trials = { inFlight: false }
   return (dispatch: Dispatch) => (options, handler) => {
     let trial = false
     if (!breaker.closed) {
@@ -340,44 +392,67 @@ export function circuitBreaker(breaker: CircuitBreaker<[() => Promise<void>], vo
         breaker.fire(() => Promise.resolve()).catch(() => undefined)
         return refuse(handler, new InterceptorError(CIRCUIT_OPEN, 'circuit open'))
       }
-      if (trialInFlight) return refuse(handler, new InterceptorError(CIRCUIT_OPEN, 'circuit half-open: its trial call is in flight'))
-      trialInFlight = trial = true
+      if (trials.inFlight) return refuse(handler, new InterceptorError(CIRCUIT_OPEN, 'circuit half-open: its trial call is in flight'))
+      trials.inFlight = trial = true
     }
-    let verdict: { resolve: () => void; reject: (error: Error) => void } | undefined
-    let recorded = false
-    const record = (): typeof verdict => {
-      if (recorded) return verdict
-      recorded = true
-      // Admitted while closed, but the circuit opened meanwhile: no longer the breaker's to count.
-      if (!breaker.closed && !trial) return undefined
-      breaker.fire(() => new Promise<void>((resolve, reject) => { verdict = { resolve, reject } })).catch(() => undefined)
-      return verdict
-    }
-    const settled = (): void => {
-      if (trial) trialInFlight = trial = false
-    }
-    return dispatch(options, {
-      onRequestStart: (controller, context) => {
-        // The request is about to leave: what follows is the upstream's doing.
-        record()
-        handler.onRequestStart?.(controller, context)
-      },
-      onResponseStart: (controller, statusCode, headers, message) => {
-        const outcome = record()
-        if (isUnavailableStatus(statusCode)) outcome?.reject(new InterceptorError('UPSTREAM_STATUS', `answered ${statusCode}`))
-        else outcome?.resolve()
-        settled()
-        handler.onResponseStart?.(controller, statusCode, headers, message)
-      },
-      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
-      onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
-      onResponseError: (controller, error) => {
-        const code = errorCode(error)
-        if (recorded || code === undefined || !NOT_SENT_ERRORS.has(code)) record()?.reject(error)
-        settled()
-        handler.onResponseError?.(controller, error)
-      },
-    })
+    return dispatch(options, new BreakerCall(handler, breaker, trials, trial))
+  }
+}
+
+type Verdict = { resolve: () => void; reject: (error: Error) => void }
+
+/** One call as the breaker sees it. */
+class BreakerCall implements Handler {
+  private verdict: Verdict | undefined
+  private recorded = false
+
+  constructor(
+    private readonly outer: Handler,
+    private readonly breaker: CircuitBreaker<[() => Promise<void>], void>,
+    private readonly trials: { inFlight: boolean },
+    private trial: boolean,
+  ) {}
+
+  private record(): Verdict | undefined {
+    if (this.recorded) return this.verdict
+    this.recorded = true
+    // Admitted while closed, but the circuit opened meanwhile: no longer the breaker's to count.
+    if (!this.breaker.closed && !this.trial) return undefined
+    this.breaker.fire(() => new Promise<void>((resolve, reject) => { this.verdict = { resolve, reject } })).catch(() => undefined)
+    return this.verdict
+  }
+
+  private settled(): void {
+    if (this.trial) this.trials.inFlight = this.trial = false
+  }
+
+  onRequestStart(controller: Controller, context: unknown): void {
+    // The request is about to leave: what follows is the upstream's doing.
+    this.record()
+    this.outer.onRequestStart?.(controller, context)
+  }
+
+  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, message?: string): void {
+    const outcome = this.record()
+    if (isUnavailableStatus(statusCode)) outcome?.reject(new InterceptorError('UPSTREAM_STATUS', `answered ${statusCode}`))
+    else outcome?.resolve()
+    this.settled()
+    this.outer.onResponseStart?.(controller, statusCode, headers, message)
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    this.outer.onResponseData?.(controller, chunk)
+  }
+
+  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
+    this.outer.onResponseEnd?.(controller, trailers)
+  }
+
+  onResponseError(controller: Controller, error: Error): void {
+    const code = errorCode(error)
+    if (this.recorded || code === undefined || !NOT_SENT_ERRORS.has(code)) this.record()?.reject(error)
+    this.settled()
+    this.outer.onResponseError?.(controller, error)
   }
 }
 
@@ -405,29 +480,48 @@ export function inFlightLimit(max: number, counter: InFlight, share?: { perCrede
     if (counter.inFlight >= max) return refuse(handler, new InterceptorError(UPSTREAM_OVERLOADED, `${counter.inFlight} calls in flight`))
     counter.inFlight += 1
     if (credential !== undefined) counter.byCredential.set(credential, held + 1)
-    let released = false
-    const release = (): void => {
-      if (released) return
-      released = true
-      counter.inFlight -= 1
-      if (credential === undefined) return
-      const left = (counter.byCredential.get(credential) ?? 1) - 1
-      if (left === 0) counter.byCredential.delete(credential)
-      else counter.byCredential.set(credential, left)
-    }
-    return dispatch(options, {
-      onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
-      onResponseStart: (controller, statusCode, headers, message) => handler.onResponseStart?.(controller, statusCode, headers, message),
-      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
-      onResponseEnd: (controller, trailers) => {
-        release()
-        handler.onResponseEnd?.(controller, trailers)
-      },
-      onResponseError: (controller, error) => {
-        release()
-        handler.onResponseError?.(controller, error)
-      },
-    })
+    return dispatch(options, new BoundedCall(handler, counter, credential))
+  }
+}
+
+/** One call holding its place in the bound (and its credential's share) until it ends, is cut or fails. */
+class BoundedCall implements Handler {
+  private released = false
+
+  constructor(private readonly outer: Handler, private readonly counter: InFlight, private readonly credential: string | undefined) {}
+
+  private release(): void {
+    if (this.released) return
+    this.released = true
+    const counter = this.counter
+    counter.inFlight -= 1
+    const credential = this.credential
+    if (credential === undefined) return
+    const left = (counter.byCredential.get(credential) ?? 1) - 1
+    if (left === 0) counter.byCredential.delete(credential)
+    else counter.byCredential.set(credential, left)
+  }
+
+  onRequestStart(controller: Controller, context: unknown): void {
+    this.outer.onRequestStart?.(controller, context)
+  }
+
+  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, message?: string): void {
+    this.outer.onResponseStart?.(controller, statusCode, headers, message)
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    this.outer.onResponseData?.(controller, chunk)
+  }
+
+  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
+    this.release()
+    this.outer.onResponseEnd?.(controller, trailers)
+  }
+
+  onResponseError(controller: Controller, error: Error): void {
+    this.release()
+    this.outer.onResponseError?.(controller, error)
   }
 }
 

@@ -80,6 +80,9 @@ export class Upstream {
       volumeThreshold: options.breaker.volumeThreshold,
       resetTimeout: options.breaker.resetTimeoutMs,
       rollingCountTimeout: options.breaker.rollingCountTimeoutMs,
+      // Only the counts are read (/status, the opening): no call's latency is kept, and no
+      // window of them sorted every second.
+      rollingPercentilesEnabled: false,
     })
     this.breaker.on('open', () => {
       this.openedAt = Date.now()
