@@ -26,8 +26,8 @@ async function sleep(ms: number): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, ms))
 }
 
-/** Polls `probe` until it returns true; throws `what` after `withinMs`. */
-export async function until(what: string, probe: () => Promise<boolean>, withinMs: number, everyMs = 50): Promise<void> {
+/** Polls `probe` until it returns true; throws `what` after `withinMs`, or at once when `hopeless` says so. */
+export async function until(what: string, probe: () => Promise<boolean>, withinMs: number, everyMs = 50, hopeless: () => string | undefined = () => undefined): Promise<void> {
   const deadline = Date.now() + withinMs
   for (;;) {
     try {
@@ -35,8 +35,28 @@ export async function until(what: string, probe: () => Promise<boolean>, withinM
     } catch {
       // Not yet.
     }
+    const why = hopeless()
+    if (why !== undefined) throw new Error(`gave up waiting for ${what}: ${why}`)
     if (Date.now() > deadline) throw new Error(`timed out after ${withinMs} ms waiting for ${what}`)
     await sleep(everyMs)
+  }
+}
+
+/**
+ * Boots a topology on ports picked free, again on new ports if it fails: a port is free when
+ * picked but only bound when its server starts, and on a busy machine another process can take
+ * it in between (the server then exits at once).
+ */
+async function bootWithFreshPorts<T extends { boot(): Promise<void>; stop(): Promise<void> }>(make: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    const topology = await make()
+    try {
+      await topology.boot()
+      return topology
+    } catch (error) {
+      await topology.stop()
+      if (attempt >= attempts) throw error
+    }
   }
 }
 
@@ -68,6 +88,12 @@ export interface HaTopology {
 abstract class Processes {
   protected readonly dir = mkdtempSync(join(tmpdir(), 'gw-redis-ha-'))
   protected readonly children = new Map<number, ChildProcess>()
+
+  /** A server that exited (a port taken between being picked and being bound): its port. */
+  protected exited(): number | undefined {
+    for (const [port, child] of this.children) if (child.exitCode !== null || child.signalCode !== null) return port
+    return undefined
+  }
 
   protected spawnServer(port: number, args: string[]): void {
     const child = spawn('redis-server', args, { cwd: this.dir, stdio: 'ignore' })
@@ -102,20 +128,16 @@ export class SentinelGroup extends Processes implements HaTopology {
   }
 
   static async start(): Promise<SentinelGroup> {
-    const group = new SentinelGroup(await freePort(), await freePort(), [await freePort(), await freePort(), await freePort()])
-    try {
-      await group.boot()
-    } catch (error) {
-      await group.stop()
-      throw error
-    }
-    return group
+    return bootWithFreshPorts(async () => new SentinelGroup(await freePort(), await freePort(), [await freePort(), await freePort(), await freePort()]))
   }
 
-  private async boot(): Promise<void> {
+  async boot(): Promise<void> {
     this.spawnServer(this.master, ['--port', String(this.master), ...BASE])
     this.spawnServer(this.replica, ['--port', String(this.replica), ...BASE, '--replicaof', '127.0.0.1', String(this.master)])
-    await until('the replica to sync', async () => String(await ask(this.replica, 'INFO', 'replication')).includes('master_link_status:up'), 15_000)
+    await until('the replica to sync', async () => String(await ask(this.replica, 'INFO', 'replication')).includes('master_link_status:up'), 30_000, 50, () => {
+      const gone = this.exited()
+      return gone === undefined ? undefined : `the server on port ${gone} exited`
+    })
     for (const port of this.sentinels) {
       const file = join(this.dir, `sentinel-${port}.conf`)
       writeFileSync(file, [
@@ -191,24 +213,19 @@ export class RedisCluster extends Processes implements HaTopology {
   }
 
   static async start(): Promise<RedisCluster> {
-    const ports: number[] = []
-    // Each node needs a client port and a bus port; both are picked free (cluster-port).
-    for (let i = 0; i < 12; i += 1) ports.push(await freePort())
-    const cluster = new RedisCluster(ports)
-    try {
-      await cluster.boot()
-    } catch (error) {
-      await cluster.stop()
-      throw error
-    }
-    return cluster
+    return bootWithFreshPorts(async () => {
+      const ports: number[] = []
+      // Each node needs a client port and a bus port; both are picked free (cluster-port).
+      for (let i = 0; i < 12; i += 1) ports.push(await freePort())
+      return new RedisCluster(ports)
+    })
   }
 
   private get nodes(): number[] {
     return this.ports.slice(0, 6)
   }
 
-  private async boot(): Promise<void> {
+  async boot(): Promise<void> {
     this.nodes.forEach((port, i) => {
       this.spawnServer(port, [
         '--port', String(port), ...BASE,
@@ -216,7 +233,12 @@ export class RedisCluster extends Processes implements HaTopology {
         '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '1000',
       ])
     })
-    for (const port of this.nodes) await until(`node ${port} to start`, async () => (await ask(port, 'PING')) === 'PONG', 10_000)
+    for (const port of this.nodes) {
+      await until(`node ${port} to start`, async () => (await ask(port, 'PING')) === 'PONG', 30_000, 50, () => {
+        const gone = this.exited()
+        return gone === undefined ? undefined : `the server on port ${gone} exited`
+      })
+    }
     await run('redis-cli', ['--cluster', 'create', ...this.nodes.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 30_000 })
     for (const port of this.nodes) {
       await until(`node ${port} to see the whole cluster`, async () => {

@@ -74,7 +74,7 @@ describe.skipIf(missing !== undefined)('failover under load', () => {
     let topology: HaTopology
     beforeAll(async () => {
       topology = await start()
-    }, 60_000)
+    }, 180_000)
     afterAll(async () => {
       await topology?.stop()
     }, 30_000)
@@ -93,7 +93,7 @@ describe.skipIf(missing !== undefined)('a planned Sentinel failover (the old mas
     gateway = await createGateway({
       config: loadConfig({ CONFIG_FILE: 'config/default.json', ...group.env }), logger: pino({ level: 'silent' }), properties: new MemorySource([]),
     })
-  }, 60_000)
+  }, 180_000)
   afterAll(async () => {
     await gateway?.app.close()
     await group?.stop()

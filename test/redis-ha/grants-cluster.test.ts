@@ -30,7 +30,7 @@ describe.skipIf(missing !== undefined)('grants of token clients on a Redis Clust
     })
     expect(await gateway.tokens.ready(5000)).toBe(true)
     expect(await eventually(async () => gateway.redis?.status === 'ready', 15_000)).toBe(true)
-  }, 60_000)
+  }, 180_000)
 
   afterAll(async () => {
     await gateway?.app.close()

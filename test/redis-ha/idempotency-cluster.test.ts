@@ -48,7 +48,7 @@ describe.skipIf(missing !== undefined)('Idempotency-Key records on a Redis Clust
       gateways.push({ gateway, url: `http://127.0.0.1:${(gateway.app.server.address() as { port: number }).port}` })
     }
     key = (await new RedisKeyStore(gateways[0]?.gateway.redis as Cluster, prefix).create({ brand: 'acme', mode: 'live', properties: '*' })).key
-  }, 60_000)
+  }, 180_000)
 
   afterAll(async () => {
     for (const { gateway } of gateways) await gateway.app.close()
