@@ -17,9 +17,9 @@ import { generateHotels, pmsOrder, type Hotel } from './data.js'
 // Retry-After when retryAfter is given),
 // json-500 (an internal error text), throttle (429 with Retry-After), reset (socket destroyed
 // mid-response), non-json (200 text/plain), broken-record (every record loses a field),
-// unauthorized (401 to any token).
+// unauthorized (401 to any token), unfiltered (a list ignores chain_code and lifecycle).
 
-export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'non-json' | 'broken-record' | 'unauthorized'
+export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'non-json' | 'broken-record' | 'unauthorized' | 'unfiltered'
 
 export interface Failure {
   mode: FailureMode
@@ -97,7 +97,7 @@ export class MockPms {
     }
     const broken = failure?.mode === 'broken-record'
     if (url.pathname === '/internal/v3/ping') return json(res, 200, { status: 'UP' })
-    if (url.pathname === '/internal/v3/hotels') return this.list(url.searchParams, res, broken)
+    if (url.pathname === '/internal/v3/hotels') return this.list(url.searchParams, res, broken, failure?.mode === 'unfiltered')
     const single = /^\/internal\/v3\/hotels\/([^/]+)$/.exec(url.pathname)
     if (single !== null) {
       const hotel = this.hotels.find((h) => h.hotel_uuid === single[1])
@@ -144,7 +144,7 @@ export class MockPms {
     }
   }
 
-  private list(params: URLSearchParams, res: ServerResponse, broken: boolean): void {
+  private list(params: URLSearchParams, res: ServerResponse, broken: boolean, unfiltered = false): void {
     const chain = params.get('chain_code')
     if (chain === null || chain === '') return json(res, 400, { error_code: 'BAD_REQUEST', message: 'chain_code is required' })
     const offset = integer(params.get('offset'), 0)
@@ -155,8 +155,8 @@ export class MockPms {
     const ids = params.get('hotel_uuid')?.split(',')
     if (ids !== undefined && ids.length > MAX_IDS) return json(res, 400, { error_code: 'BAD_REQUEST', message: `at most ${MAX_IDS} hotel_uuid values` })
     const idSet = ids === undefined ? undefined : new Set(ids)
-    const matching = this.hotels.filter((h) => h.chain_code === chain
-      && (lifecycles === undefined || lifecycles.includes(String(h.lifecycle)))
+    const matching = this.hotels.filter((h) => (unfiltered || h.chain_code === chain)
+      && (unfiltered || lifecycles === undefined || lifecycles.includes(String(h.lifecycle)))
       && (idSet === undefined || idSet.has(String(h.hotel_uuid))))
     const page = matching.slice(offset, offset + limit)
     json(res, 200, { results: broken ? page.map(breakRecord) : page, total_count: matching.length, offset, limit })
