@@ -95,6 +95,16 @@ describe('PMS client', () => {
     expect({ kind: error.kind, outcome: error.outcome }).toEqual({ kind: 'bad-response', outcome: 'bad_response' })
   })
 
+  it('reads a record that starts with a byte order mark, and refuses an empty 200', async () => {
+    pool().intercept({ path, method: 'GET' }).reply(200, `\uFEFF${JSON.stringify(HOTEL)}`, { headers: { 'content-type': 'application/json' } })
+    pool().intercept({ path, method: 'GET' }).reply(200, '', { headers: { 'content-type': 'application/json' } })
+    const c = client()
+    expect(await c.getHotel(HOTEL.hotel_uuid, context)).toEqual(HOTEL)
+    const error = await failure(c.getHotel(HOTEL.hotel_uuid, context))
+    expect({ kind: error.kind, outcome: error.outcome, message: error.message }).toEqual({ kind: 'bad-response', outcome: 'bad_response', message: 'pms: 200 body is not JSON' })
+    expect(outcomes).toEqual(['success', 'bad_response'])
+  })
+
   it('retries a read once after a connection reset', async () => {
     pool().intercept({ path, method: 'GET' }).replyWithError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))
     pool().intercept({ path, method: 'GET' }).reply(200, HOTEL)
