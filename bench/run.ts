@@ -501,6 +501,19 @@ async function main(): Promise<void> {
     proxyServer = { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number }
   }
 
+  /**
+   * The stand-in service keeps every guest a POST creates, and lists and sorts them all: over a
+   * full run the write rows would grow it by tens of thousands, slowing each later answer of
+   * the service, so that a side measured later would wait on it more than one measured
+   * earlier. Every side of a declared route's row starts from the seeded guests.
+   */
+  const resetService = async (s: Scenario): Promise<void> => {
+    if (!s.gateway.startsWith('declared') || serviceUrl === undefined) return
+    const res = await request(`${await serviceUrl}/__mock/guests`, { method: 'DELETE' })
+    await res.body.dump()
+    if (res.statusCode >= 300) throw new Error(`the stand-in service refused to reset its guests: ${res.statusCode}`)
+  }
+
   interface Targets { gateway: Target; references: Target[] }
   const targets = new Map<string, Targets>()
   for (const s of scenarios) {
@@ -528,8 +541,12 @@ async function main(): Promise<void> {
     for (const s of scenarios) {
       const t = targets.get(s.name) as Targets
       const m = measured.get(s.name) as { gateway: Measure[]; references: Measure[][] }
+      await resetService(s)
       m.gateway.push(await load(t.gateway, s.connections, { amount: s.amount }))
-      for (const [i, target] of t.references.entries()) m.references[i]?.push(await load(target, s.connections, { amount: s.amount }))
+      for (const [i, target] of t.references.entries()) {
+        await resetService(s)
+        m.references[i]?.push(await load(target, s.connections, { amount: s.amount }))
+      }
     }
     console.log(`round ${round}/${ROUNDS} done`)
   }
@@ -561,6 +578,7 @@ async function main(): Promise<void> {
     for (const s of scenarios.filter((x) => x.soak === true)) {
       console.log(`memory soak: ${SOAK_SECONDS} s at full load on ${s.name}`)
       const { gateway: target } = targets.get(s.name) as Targets
+      await resetService(s)
       let first: number | undefined
       const timer = setTimeout(() => { first = rss(target.pid) }, SOAK_FIRST_SAMPLE * 1000)
       const m = await load(target, s.connections, { seconds: SOAK_SECONDS })
