@@ -207,10 +207,38 @@ export function retryConnectionErrors(retries: number, methods: ReadonlySet<stri
 }
 
 /**
+ * A call's handler that passes every event on to the next one: the per-call classes of the
+ * interceptors below change only the events they act on.
+ */
+class Forward implements Handler {
+  constructor(protected readonly outer: Handler) {}
+
+  onRequestStart(controller: Controller, context: unknown): void {
+    this.outer.onRequestStart?.(controller, context)
+  }
+
+  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    this.outer.onResponseStart?.(controller, statusCode, headers, statusMessage)
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    this.outer.onResponseData?.(controller, chunk)
+  }
+
+  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
+    this.outer.onResponseEnd?.(controller, trailers)
+  }
+
+  onResponseError(controller: Controller, error: Error): void {
+    this.outer.onResponseError?.(controller, error)
+  }
+}
+
+/**
  * One call and its attempts: the handler of each attempt, and the controller the caller holds
  * across them (aborting it aborts whichever attempt is running). One object per call.
  */
-class RetriedCall implements Handler {
+class RetriedCall extends Forward {
   private attempt = 0
   private started = false
   private abortedBy: Error | undefined
@@ -221,9 +249,11 @@ class RetriedCall implements Handler {
   constructor(
     private readonly dispatch: Dispatch,
     private readonly options: Dispatcher.DispatchOptions,
-    private readonly outer: Handler,
+    outer: Handler,
     private readonly retries: number,
-  ) {}
+  ) {
+    super(outer)
+  }
 
   send(): boolean {
     return this.dispatch(this.options, this)
@@ -256,7 +286,7 @@ class RetriedCall implements Handler {
   }
 
   // The handler of each attempt.
-  onRequestStart(controller: Controller, context: unknown): void {
+  override onRequestStart(controller: Controller, context: unknown): void {
     this.current = controller
     if (this.abortedBy !== undefined) controller.abort(this.abortedBy)
     else if (!this.started) {
@@ -266,20 +296,12 @@ class RetriedCall implements Handler {
     }
   }
 
-  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+  override onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     this.answered = true
     this.outer.onResponseStart?.(controller, statusCode, headers, statusMessage)
   }
 
-  onResponseData(controller: Controller, chunk: Buffer): void {
-    this.outer.onResponseData?.(controller, chunk)
-  }
-
-  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
-    this.outer.onResponseEnd?.(controller, trailers)
-  }
-
-  onResponseError(controller: Controller, error: Error): void {
+  override onResponseError(controller: Controller, error: Error): void {
     const code = errorCode(error)
     if (!this.answered && this.abortedBy === undefined && this.attempt < this.retries && code !== undefined && CONNECTION_ERRORS.has(code)) {
       this.attempt += 1
@@ -402,16 +424,18 @@ export function circuitBreaker(breaker: CircuitBreaker<[() => Promise<void>], vo
 type Verdict = { resolve: () => void; reject: (error: Error) => void }
 
 /** One call as the breaker sees it. */
-class BreakerCall implements Handler {
+class BreakerCall extends Forward {
   private verdict: Verdict | undefined
   private recorded = false
 
   constructor(
-    private readonly outer: Handler,
+    outer: Handler,
     private readonly breaker: CircuitBreaker<[() => Promise<void>], void>,
     private readonly trials: { inFlight: boolean },
     private trial: boolean,
-  ) {}
+  ) {
+    super(outer)
+  }
 
   private record(): Verdict | undefined {
     if (this.recorded) return this.verdict
@@ -426,13 +450,13 @@ class BreakerCall implements Handler {
     if (this.trial) this.trials.inFlight = this.trial = false
   }
 
-  onRequestStart(controller: Controller, context: unknown): void {
+  override onRequestStart(controller: Controller, context: unknown): void {
     // The request is about to leave: what follows is the upstream's doing.
     this.record()
     this.outer.onRequestStart?.(controller, context)
   }
 
-  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, message?: string): void {
+  override onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, message?: string): void {
     const outcome = this.record()
     if (isUnavailableStatus(statusCode)) outcome?.reject(new InterceptorError('UPSTREAM_STATUS', `answered ${statusCode}`))
     else outcome?.resolve()
@@ -440,15 +464,7 @@ class BreakerCall implements Handler {
     this.outer.onResponseStart?.(controller, statusCode, headers, message)
   }
 
-  onResponseData(controller: Controller, chunk: Buffer): void {
-    this.outer.onResponseData?.(controller, chunk)
-  }
-
-  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
-    this.outer.onResponseEnd?.(controller, trailers)
-  }
-
-  onResponseError(controller: Controller, error: Error): void {
+  override onResponseError(controller: Controller, error: Error): void {
     const code = errorCode(error)
     if (this.recorded || code === undefined || !NOT_SENT_ERRORS.has(code)) this.record()?.reject(error)
     this.settled()
@@ -485,10 +501,12 @@ export function inFlightLimit(max: number, counter: InFlight, share?: { perCrede
 }
 
 /** One call holding its place in the bound (and its credential's share) until it ends, is cut or fails. */
-class BoundedCall implements Handler {
+class BoundedCall extends Forward {
   private released = false
 
-  constructor(private readonly outer: Handler, private readonly counter: InFlight, private readonly credential: string | undefined) {}
+  constructor(outer: Handler, private readonly counter: InFlight, private readonly credential: string | undefined) {
+    super(outer)
+  }
 
   private release(): void {
     if (this.released) return
@@ -502,24 +520,12 @@ class BoundedCall implements Handler {
     else counter.byCredential.set(credential, left)
   }
 
-  onRequestStart(controller: Controller, context: unknown): void {
-    this.outer.onRequestStart?.(controller, context)
-  }
-
-  onResponseStart(controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, message?: string): void {
-    this.outer.onResponseStart?.(controller, statusCode, headers, message)
-  }
-
-  onResponseData(controller: Controller, chunk: Buffer): void {
-    this.outer.onResponseData?.(controller, chunk)
-  }
-
-  onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
+  override onResponseEnd(controller: Controller, trailers: Record<string, string | string[] | undefined>): void {
     this.release()
     this.outer.onResponseEnd?.(controller, trailers)
   }
 
-  onResponseError(controller: Controller, error: Error): void {
+  override onResponseError(controller: Controller, error: Error): void {
     this.release()
     this.outer.onResponseError?.(controller, error)
   }
