@@ -60,6 +60,11 @@ async function json<T>(prefix: string, ...argv: string[]): Promise<T> {
   return JSON.parse(run.out[0] as string) as T
 }
 
+/** A live key of acme for every property, created with the key tool: its id and the key. */
+async function liveKey(prefix: string): Promise<{ id: string; key: string }> {
+  return json<{ id: string; key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
+}
+
 /** Every string Redis holds under `prefix`: names, hash fields and values, set members. */
 async function everythingUnder(prefix: string): Promise<string[]> {
   const found: string[] = []
@@ -243,7 +248,7 @@ describe('the key tool: suspend, resume, revoke', () => {
     const prefix = ownPrefix()
     const changes = await listenToChanges(prefix)
     try {
-      const { id, key } = await json<{ id: string; key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
+      const { id, key } = await liveKey(prefix)
       const digest = sha256(key)
       expect(await tool(prefix, 'suspend', id)).toEqual({ code: 0, out: [`suspended ${id}`], err: [] })
       expect(await admin.hget(`${prefix}key:${digest}`, 'status')).toBe('suspended')
@@ -480,7 +485,7 @@ describe('a change made with the key tool', () => {
     const b = await gatewayIn(prefix, { keyCache: { ttlMs: 600_000, graceMs: 0, maxEntries: 10 } })
     try {
       expect(await eventually(async () => await subscribers(prefix) === 2, 5000)).toBe(true)
-      const { id, key } = await json<{ id: string; key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
+      const { id, key } = await liveKey(prefix)
       await admitted(a.call, key)
       await admitted(b.call, key)
       await tool(prefix, 'suspend', id)
@@ -506,9 +511,9 @@ describe('the key cache in /status', () => {
     const g = await gatewayIn(prefix, { keyCache: { ttlMs: 600_000, graceMs: 0, maxEntries: 10 }, abuse: { authFailuresPerMinute: 600, trackedAddresses: 100, unknownKeys: 2 } })
     try {
       expect(await g.cache()).toEqual({ apiKeys: { entries: 0, hitRatio: 0, unknownEntries: 0 } })
-      const { key } = await json<{ key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
+      const { key } = await liveKey(prefix)
       for (let i = 0; i < 3; i += 1) await admitted(g.call, key)
-      const invented = await Promise.all(Array.from({ length: 3 }, async () => (await json<{ id: string; key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties'))))
+      const invented = await Promise.all(Array.from({ length: 3 }, async () => liveKey(prefix)))
       for (const { id } of invented) await tool(prefix, 'revoke', id)
       for (const { key: gone } of invented) await invalid(g.call, gone)
       await invalid(g.call, (invented[2] as { key: string }).key)
@@ -525,8 +530,8 @@ describe('an invented key', () => {
     const prefix = ownPrefix()
     const g = await gatewayIn(prefix, { keyCache: { ttlMs: 600_000, graceMs: 0, maxEntries: 1 } })
     try {
-      const { key } = await json<{ key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
-      const gone = await json<{ id: string; key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
+      const { key } = await liveKey(prefix)
+      const gone = await liveKey(prefix)
       await tool(prefix, 'revoke', gone.id)
       await admitted(g.call, key)
       await invalid(g.call, gone.key)
@@ -573,8 +578,8 @@ describe('a record changed where no message said so', () => {
     const prefix = ownPrefix()
     const g = await gatewayIn(prefix, { keyCache: { ttlMs: 200, graceMs: 60_000, maxEntries: 10 } })
     try {
-      const changed = await json<{ key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
-      const removed = await json<{ key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
+      const changed = await liveKey(prefix)
+      const removed = await liveKey(prefix)
       await admitted(g.call, changed.key)
       await admitted(g.call, removed.key)
       await admin.hset(`${prefix}key:${sha256(changed.key)}`, 'status', 'suspended')
