@@ -6,65 +6,19 @@ import type { PmsHotel } from '../upstream/pms-record.js'
 // each public field names the one PMS field it comes from; nothing else of the record can reach
 // a partner, whatever the PMS adds tomorrow.
 
-/** The number the `count` ASCII digits of `value` at `from` spell, or -1 when one is not a digit. */
-function digits(value: string, from: number, count: number): number {
-  let n = 0
-  for (let i = from; i < from + count; i += 1) {
-    const d = value.charCodeAt(i) - 48
-    if (d < 0 || d > 9) return -1
-    n = n * 10 + d
-  }
-  return n
-}
+const RFC3339_PARTS = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/
 
-/**
- * RFC 3339 with any offset and 0-9 fraction digits -> UTC with exactly milliseconds. Read
- * character by character (every PMS record's date goes through here): YYYY-MM-DD, T or t,
- * hh:mm:ss, an optional fraction, then Z, z or an offset ±hh:mm, and nothing else.
- */
+/** RFC 3339 with any offset and 0-9 fraction digits -> UTC with exactly milliseconds. */
 export function toUtcMillis(value: string): string | undefined {
-  const length = value.length
-  if (length < 20) return undefined
-  const year = digits(value, 0, 4)
-  const month = digits(value, 5, 2)
-  const day = digits(value, 8, 2)
-  const hour = digits(value, 11, 2)
-  const minute = digits(value, 14, 2)
-  const second = digits(value, 17, 2)
-  const t = value.charCodeAt(10)
-  if (year < 0 || month < 0 || day < 0 || hour < 0 || minute < 0 || second < 0 || value.charCodeAt(4) !== 45 || value.charCodeAt(7) !== 45
-    || (t !== 84 && t !== 116) || value.charCodeAt(13) !== 58 || value.charCodeAt(16) !== 58) return undefined
-  let at = 19
-  let millis = 0
-  if (value.charCodeAt(at) === 46) {
-    // 1 to 9 digits; the first three are the milliseconds, the rest is cut.
-    at += 1
-    const from = at
-    while (at < length && at - from < 10) {
-      const d = value.charCodeAt(at) - 48
-      if (d < 0 || d > 9) break
-      if (at - from < 3) millis += d * (at === from ? 100 : at === from + 1 ? 10 : 1)
-      at += 1
-    }
-    if (at === from || at - from > 9) return undefined
-  }
-  let offsetMinutes = 0
-  const zone = value.charCodeAt(at)
-  if (zone === 90 || zone === 122) {
-    if (at + 1 !== length) return undefined
-  } else if (zone === 43 || zone === 45) {
-    const oh = digits(value, at + 1, 2)
-    const om = digits(value, at + 4, 2)
-    if (at + 6 !== length || oh < 0 || om < 0 || value.charCodeAt(at + 3) !== 58) return undefined
-    if (oh > 23 || om > 59) return undefined
-    offsetMinutes = (zone === 45 ? -1 : 1) * (oh * 60 + om)
-  } else {
-    return undefined
-  }
-  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return undefined
-  const local = Date.UTC(year, month - 1, day, hour, minute, second, millis)
+  const m = RFC3339_PARTS.exec(value)
+  if (m === null) return undefined
+  const [, y, mo, d, h, mi, s, fraction = '', , sign, oh = '0', om = '0'] = m
+  const [year, month, day, hour, minute, second] = [y, mo, d, h, mi, s].map(Number) as [number, number, number, number, number, number]
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59 || Number(oh) > 23 || Number(om) > 59) return undefined
+  const local = Date.UTC(year, month - 1, day, hour, minute, second, Number(fraction.padEnd(3, '0').slice(0, 3)))
   // Date.UTC rolls 31 February over into March; the PMS saying so is a broken record.
   if (new Date(local).getUTCDate() !== day) return undefined
+  const offsetMinutes = sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(oh) * 60 + Number(om))
   const utc = new Date(local - offsetMinutes * 60_000)
   return Number.isNaN(utc.getTime()) ? undefined : utc.toISOString()
 }
