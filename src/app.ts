@@ -118,6 +118,13 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     frameworkErrors: (error, request, reply) => errorHandler(error, request, reply),
   })
 
+  // A content parser runs only for a request step 3 let through. A route that takes a body reads
+  // and checks its JSON itself (src/proxy/routes.ts); anywhere else step 3 has refused any body,
+  // so what is left is empty whatever its Content-Type says: a DELETE announced as JSON with no
+  // body is not malformed JSON, and one announced as XML is no unsupported media type.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
+
   app.decorate('gatewayConfig', config)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())

@@ -9,9 +9,6 @@ function fromFramework(error: FastifyError): ApiError | undefined {
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('PAYLOAD_TOO_LARGE', 'The request body is too large.')
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new ApiError('MALFORMED_JSON', 'The request body is not valid JSON.')
     case 'FST_ERR_BAD_URL':
       return new ApiError('MALFORMED_REQUEST', 'The request path is not valid percent-encoding.')
     default:

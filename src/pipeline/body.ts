@@ -27,8 +27,11 @@ export function bodyStage(policy: RoutePolicy) {
     if (limit === undefined || !BODY_METHODS.has(request.method)) return refuseBody(request, reply)
     const length = request.headers['content-length']
     const chunked = request.headers['transfer-encoding'] !== undefined
-    if (!chunked && (length === undefined || length === '0')) return
+    const empty = !chunked && (length === undefined || length === '0')
     const type = request.headers['content-type']
+    // No body and no type: the service gets the call with no body. A type is held to the rule
+    // even on an empty body: the service would otherwise receive it as JSON.
+    if (empty && type === undefined) return
     const media = (type ?? '').split(';')[0]?.trim().toLowerCase()
     if (media !== JSON_MEDIA_TYPE) {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE}; the Content-Type was ${type === undefined ? 'missing' : `'${quoteInput(type)}'`}.`)
@@ -37,6 +40,7 @@ export function bodyStage(policy: RoutePolicy) {
     if (!UTF8_JSON.test(type as string)) {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE} in UTF-8, with no parameter but charset=utf-8; the Content-Type was '${quoteInput(type as string)}'.`)
     }
+    if (empty) return
     if (!chunked && Number(length) > limit) {
       // Reading on would mean taking in what we refuse; close the connection instead.
       reply.header('connection', 'close')

@@ -654,7 +654,12 @@ export function declaredRoutes(policies: readonly RoutePolicy[], services: Servi
         // step 6).
         if (policy.body !== 'none') {
           scope.addHook('preParsing', continueToBody)
-          scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: policy.body.maxBytes }, (_request, body, done) => {
+          scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: policy.body.maxBytes }, (request, body, done) => {
+            // A method of this route that takes no body has none (step 3 refused it): nothing to check.
+            if (!BODY_METHODS.has(request.method)) {
+              done(null, undefined)
+              return
+            }
             let text: string
             try {
               text = utf8.decode(body as Buffer)

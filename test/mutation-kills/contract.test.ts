@@ -233,10 +233,10 @@ describe('framework refusals and failures on forwarded routes', () => {
     expect(service.received).toHaveLength(before)
   })
 
-  it('answers an empty body announced as a type the route does not read 400 MALFORMED_REQUEST', async () => {
+  it.each(['application/xml', 'text/plain'])('answers an empty POST announced as %s 415, as it would with a body', async (type) => {
     const before = service.received.length
-    const answer = await routed.call('POST', '/v1/guests', { key: routedKey, headers: { 'content-type': 'application/xml', 'content-length': '0' } })
-    expectProblem(answer, { code: 'MALFORMED_REQUEST', instance: '/v1/guests', detail: 'The request could not be understood.' })
+    const answer = await routed.call('POST', '/v1/guests', { key: routedKey, headers: { 'content-type': type, 'content-length': '0' } })
+    expectProblem(answer, { code: 'UNSUPPORTED_MEDIA_TYPE', instance: '/v1/guests', detail: `Request bodies must be application/json; the Content-Type was '${type}'.` })
     expect(service.received).toHaveLength(before)
   })
 

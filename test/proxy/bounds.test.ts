@@ -19,6 +19,8 @@ import { eventually } from '../helpers/redis.js'
 // service receives, and they count against its header limit.
 const SERVICE_TOKEN = `svc-live-${'t'.repeat(1000)}`
 const FILE_ROUTE = { path: '/v1/files/{fileId}', methods: ['GET', 'DELETE'], scope: 'brand', upstream: 'bookings', upstreamPath: '/internal/files/{fileId}/content', pathParams: { fileId: { type: 'string' } }, query: {} }
+// A route whose other method takes a body: its DELETE meets the route's own JSON parser.
+const NOTE_ROUTE = { path: '/v1/notes/{noteId}', methods: ['PATCH', 'DELETE'], scopes: { PATCH: 'files:write', DELETE: 'files:write' }, scope: 'brand', upstream: 'bookings', upstreamPath: '/internal/notes/{noteId}', pathParams: { noteId: { type: 'string' } }, query: {} }
 const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 
 let t: TestGateway
@@ -70,7 +72,7 @@ beforeAll(async () => {
     config: {
       // A breaker quick to open: a call counted against it would show.
       upstreams: { bookings: { url: service.url, tokenHeader: 'X-Service-Token', breaker: { volumeThreshold: 4 } } } as FileConfigInput['upstreams'],
-      routes: [...shipped.routes, FILE_ROUTE] as FileConfigInput['routes'],
+      routes: [...shipped.routes, FILE_ROUTE, NOTE_ROUTE] as FileConfigInput['routes'],
     },
     env: { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
   })
@@ -290,6 +292,34 @@ describe('path parameters', () => {
     // The stand-in has no such path: its own 404 problem is passed on.
     expect(answer?.statusCode).toBe(404)
     expect(received().line).toBe(`DELETE /internal/files/${forwarded}/content HTTP/1.1`)
+  })
+})
+
+describe('a method that takes no body', () => {
+  // Step 3 refuses a body on such a method; an empty one announced with any Content-Type is no
+  // body at all, so there is nothing to be malformed (docs/architecture.md, "Order of checks").
+  const emptyDelete = (contentType: string, path = '/v1/files/report-7') =>
+    exchange(`DELETE ${path} HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: raw/1.0\r\nAuthorization: Bearer ${key}\r\nContent-Type: ${contentType}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`)
+
+  it.each(['application/json', 'application/json; charset=utf-8', 'application/xml', 'text/plain'])('forwards a DELETE sent as %s with no body', async (contentType) => {
+    const [answer] = await emptyDelete(contentType)
+    // The stand-in has no such file: its own 404 problem is passed on, so the call was made.
+    expect(answer?.statusCode).toBe(404)
+    expect(received().line).toBe('DELETE /internal/files/report-7/content HTTP/1.1')
+    expect(received().headers['content-length']).toBeUndefined()
+  })
+
+  it.each(['application/json', 'application/xml'])('forwards a DELETE sent as %s with no body on a route whose PATCH takes one', async (contentType) => {
+    const [answer] = await emptyDelete(contentType, '/v1/notes/n-1')
+    expect(answer?.statusCode).toBe(404)
+    expect(received().line).toBe('DELETE /internal/notes/n-1 HTTP/1.1')
+    expect(received().headers['content-length']).toBeUndefined()
+  })
+
+  it('still refuses an empty PATCH announced as JSON: a body method must send JSON', async () => {
+    const [answer] = await exchange(`PATCH /v1/notes/n-1 HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: raw/1.0\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`)
+    expectProblem(answer as Answer, { code: 'MALFORMED_JSON', instance: '/v1/notes/n-1', detail: 'The request body is not well-formed JSON.' })
+    expect(service.received).toEqual([])
   })
 })
 
