@@ -121,7 +121,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // A content parser runs only for a request step 3 let through. A route that takes a body reads
   // and checks its JSON itself (src/proxy/routes.ts); anywhere else step 3 has refused any body,
   // so what is left is empty whatever its Content-Type says: a DELETE announced as JSON with no
-  // body is not malformed JSON, and one announced as XML is no unsupported media type.
+  // body is not malformed JSON, and one announced as XML is no unsupported media type. (The
+  // routes without step 3, health and the like, take GET only, whose body Fastify never reads.)
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
 

@@ -140,7 +140,7 @@ export const errorCatalog = {
   },
   UNSUPPORTED_MEDIA_TYPE: {
     status: 415, title: 'Unsupported media type',
-    tip: 'Send request bodies as JSON with `Content-Type: application/json` (a charset parameter is fine).',
+    tip: 'Send request bodies as JSON with `Content-Type: application/json`, with no parameter but `charset=utf-8`.',
   },
   IDEMPOTENCY_KEY_REUSED: {
     status: 422, title: 'Idempotency key reused',

@@ -37,7 +37,7 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   REQUEST_TIMEOUT: 'The request did not arrive in time: its headers or its whole body came in too slowly, and the connection was closed.',
   PAYLOAD_TOO_LARGE: 'The request body is larger than the endpoint takes.',
   URI_TOO_LONG: 'The request target (path and query string) is longer than the server accepts.',
-  UNSUPPORTED_MEDIA_TYPE: 'A request body was sent with a `Content-Type` other than `application/json`.',
+  UNSUPPORTED_MEDIA_TYPE: 'A `POST`, `PUT` or `PATCH` announced a `Content-Type` other than `application/json` (with no parameter but `charset=utf-8`), with a body or without one.',
   REQUEST_HEADERS_TOO_LARGE: 'The request headers together are larger than the server accepts.',
   RATE_LIMITED: "The key has used its quota of the current window, or this client address sent too many requests with invalid keys. `Retry-After` says when to try again.",
   INTERNAL_ERROR: 'Something failed on our side: a fault of the gateway or an answer of a service behind it that could not be used.',

@@ -40,7 +40,6 @@ export function bodyStage(policy: RoutePolicy) {
     if (!UTF8_JSON.test(type as string)) {
       throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request bodies must be ${JSON_MEDIA_TYPE} in UTF-8, with no parameter but charset=utf-8; the Content-Type was '${quoteInput(type as string)}'.`)
     }
-    if (empty) return
     if (!chunked && Number(length) > limit) {
       // Reading on would mean taking in what we refuse; close the connection instead.
       reply.header('connection', 'close')

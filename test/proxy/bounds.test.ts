@@ -316,6 +316,12 @@ describe('a method that takes no body', () => {
     expect(received().headers['content-length']).toBeUndefined()
   })
 
+  it.each(['xml', ''])('answers a DELETE whose Content-Type, %j, is no media type at all 400 MALFORMED_REQUEST', async (contentType) => {
+    const [answer] = await emptyDelete(contentType)
+    expectProblem(answer as Answer, { code: 'MALFORMED_REQUEST', instance: '/v1/files/report-7', detail: 'The request could not be understood.' })
+    expect(service.received).toEqual([])
+  })
+
   it('still refuses an empty PATCH announced as JSON: a body method must send JSON', async () => {
     const [answer] = await exchange(`PATCH /v1/notes/n-1 HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: raw/1.0\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`)
     expectProblem(answer as Answer, { code: 'MALFORMED_JSON', instance: '/v1/notes/n-1', detail: 'The request body is not well-formed JSON.' })
