@@ -41,6 +41,12 @@ export default {
   // tested by rerunning the whole suite for each of its mutants: minutes per mutant, days in
   // all. Such mutants are reported as ignored; the catalog is pinned instead by a test that
   // compares it with a literal copy of the table of errors.
+  // Stryker counts as static all code run outside a test, a file-level `beforeAll` included: a
+  // mutant in code that builds a gateway there is ignored, or, when some test also builds one,
+  // run against that test alone. Tests of rules set when a gateway is built (a route's stages,
+  // its limits) therefore build their gateway inside the test (test/mutation-kills/); a run of
+  // one file can also pass `--ignoreStatic false` to test such mutants against every test of
+  // its list.
   ignoreStatic: true,
 
   // The machine is two shared cores: one test process at a time. A mutant that makes a request
