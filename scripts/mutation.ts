@@ -111,10 +111,10 @@ export function mutationSummary(report: Report, accepted: Accepted, modules: str
     '',
     'A mutant is one small change to the code (an operator, a literal, a condition); it is killed when',
     'a test fails with it. The score is the share killed (or timed out) of those that ran or that no',
-    'test reaches; mutants in code that runs once at load are ignored (see the config). The target is',
-    '80 % per module.',
+    'test reaches; mutants in code that runs only outside any test (at load, or in a file-level',
+    '`beforeAll`) are ignored (see the config). The target is 80 % per module.',
     '',
-    '| module | mutants | killed | timed out | survived | no test reaches | ignored (load time) | errors | score |',
+    '| module | mutants | killed | timed out | survived | no test reaches | ignored (outside tests) | errors | score |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   const survivors: string[] = []
