@@ -8,9 +8,10 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 
 // A stand-in for an internal service behind the gateway's declared routes ("bookings"): guests
 // per brand and the rooms of each PMS hotel. Like the real internal services it trusts its
-// caller (the gateway), checks only a shared token, and already answers in the public shape:
-// the success envelope and problem+json errors. Every answer also carries internal headers
-// (LEAKY_HEADERS) that the gateway must drop. Controlled over HTTP:
+// caller (the gateway), checks only a shared token (none when started without one), and
+// already answers in the public shape: the success envelope and problem+json errors. Every
+// answer also carries internal headers (LEAKY_HEADERS) that the gateway must drop. Controlled
+// over HTTP:
 //
 //   PUT    /__mock/failure   {"mode": "...", "times"?: n, "latencyMs"?: n, "status"?: n, "retryAfter"?: s, "bytes"?: n, "brand"?: id}
 //   DELETE /__mock/failure   back to healthy
@@ -29,15 +30,17 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 // default), plain-4xx (400 text/plain), large (a 200 envelope of about `bytes` bytes, 5 MiB by
 // default, streamed), no-content (204), redirect (302 to a guest, or to `location`), stall (200 and the first bytes of
 // an envelope, then nothing until the caller closes the connection), links (the first page with
-// Link headers to itself, its own absolute URL, another host and an internal path, and a
-// Content-Language), gzip (the
-// first page gzip-encoded), empty (`status`, default 200, with no body and `contentType` if given).
+// Link headers to itself, its own absolute URL, another host and an internal path, or the lines
+// of `link` when given, and a Content-Language), gzip (the first page gzip-encoded), empty
+// (`status`, default 200, with no body, and `contentType` and `link` if given),
+// exact (`status`, default 200, with `headers` and `body` exactly as given: for the answers of
+// a misbehaving service that no other mode gives, such as a header sent twice or left empty).
 
 export type FailureMode = 'latency' | 'html-5xx' | 'json-500' | 'throttle' | 'reset' | 'drop' | 'non-json' | 'unauthorized'
-  | 'problem-4xx' | 'plain-4xx' | 'large' | 'no-content' | 'redirect' | 'stall' | 'links' | 'gzip' | 'empty'
+  | 'problem-4xx' | 'plain-4xx' | 'large' | 'no-content' | 'redirect' | 'stall' | 'links' | 'gzip' | 'empty' | 'exact'
 
 export const FAILURE_MODES: readonly FailureMode[] = ['latency', 'html-5xx', 'json-500', 'throttle', 'reset', 'drop', 'non-json',
-  'unauthorized', 'problem-4xx', 'plain-4xx', 'large', 'no-content', 'redirect', 'stall', 'links', 'gzip', 'empty']
+  'unauthorized', 'problem-4xx', 'plain-4xx', 'large', 'no-content', 'redirect', 'stall', 'links', 'gzip', 'empty', 'exact']
 
 export interface Failure {
   mode: FailureMode
@@ -54,6 +57,15 @@ export interface Failure {
   contentType?: string
   /** Where the `redirect` answer points; a guest of the caller's brand when unset. */
   location?: string
+  /** The headers of the `exact` answer (an array: the header sent once per value); none but LEAKY_HEADERS when unset. */
+  headers?: Record<string, string | string[]>
+  /** The body of the `exact` answer; none when unset (chunked when `headers` give no Content-Length). */
+  body?: string
+  /**
+   * The Link header lines of the `links` or `empty` answer, as given (one line per item), instead
+   * of its own: how a gateway reads a Link header a service writes by hand is tested line by line.
+   */
+  link?: string | string[]
 }
 
 /** What the service wrote for the requests of one Idempotency-Key. */
@@ -77,7 +89,8 @@ export interface ReceivedRequest {
 }
 
 export interface MockServiceOptions {
-  token: string
+  /** Unset: the service checks no token, as one behind an upstream without `tokenHeader`. */
+  token?: string
   /** Header the token is read from; default x-service-token. */
   tokenHeader?: string
   seed?: number
@@ -241,7 +254,7 @@ export class MockService {
       if (failure.latencyMs !== undefined) await sleep(failure.latencyMs)
       if (await this.fail(failure, req, res, url, requestId)) return
     }
-    if (header(req, this.tokenHeader) !== this.options.token) {
+    if (this.options.token !== undefined && header(req, this.tokenHeader) !== this.options.token) {
       return send(res, 401, 'application/json', JSON.stringify({ error: 'unauthenticated' }))
     }
     const instance = url.pathname
@@ -431,7 +444,7 @@ export class MockService {
         const links = [`<${LIST_PATH}?page=2&perPage=2>; rel="next"`, `<${self}${LIST_PATH}?page=1&perPage=2>; rel="first"; title="First, page"`,
           '<https://bookings.example/partner/v1/guests>; rel="alternate"', '</internal/admin>; rel="admin"',
           `<${LIST_PATH}/${guests[0]?.id ?? randomUUID()}>; rel="item"; anchor="http://bookings.internal/x"`]
-        envelope(res, 200, page(guests, { page: 1, perPage: 2 }), requestId, { page: 1, perPage: 2, total: guests.length }, { link: links.join(', '), 'content-language': 'en-GB' })
+        envelope(res, 200, page(guests, { page: 1, perPage: 2 }), requestId, { page: 1, perPage: 2, total: guests.length }, { link: failure.link ?? links.join(', '), 'content-language': 'en-GB' })
         return true
       }
       case 'gzip': {
@@ -442,8 +455,15 @@ export class MockService {
         return true
       }
       case 'empty':
-        res.writeHead(failure.status ?? 200, { ...LEAKY_HEADERS, ...(failure.contentType === undefined ? {} : { 'content-type': failure.contentType }), 'content-length': '0' })
+        res.writeHead(failure.status ?? 200, {
+          ...LEAKY_HEADERS, ...(failure.contentType === undefined ? {} : { 'content-type': failure.contentType }),
+          ...(failure.link === undefined ? {} : { link: failure.link }), 'content-length': '0',
+        })
         res.end()
+        return true
+      case 'exact':
+        res.writeHead(failure.status ?? 200, { ...LEAKY_HEADERS, ...failure.headers })
+        res.end(failure.body)
         return true
       case 'redirect': {
         const first = this.guestsOf(header(req, 'x-service-brand') ?? 'acme')[0] ?? this.guestsOf('acme')[0]

@@ -55,10 +55,6 @@ export class Services {
     return service
   }
 
-  has(name: string): boolean {
-    return this.byName.has(name)
-  }
-
   /** Where a key of `mode` is sent; undefined for a test key of a service without a sandbox. */
   target(name: string, mode: KeyMode): ServiceTarget | undefined {
     const service = this.get(name)
@@ -68,9 +64,5 @@ export class Services {
   /** Every upstream, sandboxes included: /status, metrics, closing. */
   get all(): Upstream[] {
     return [...this.byName.values()].flatMap((s) => [s.live.upstream, ...(s.sandbox === undefined ? [] : [s.sandbox.upstream])])
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.all.map((u) => u.close()))
   }
 }
