@@ -514,13 +514,6 @@ class DeclaredRoute {
   /** The head of the service's answer: refused as problem+json, or passed on (or kept, for a keyed request). */
   answer(call: Forwarding, status: number, headers: AnswerHeaders): void {
     const { request, reply, target } = call
-    if (request.raw.aborted) {
-      // The partner went away before the answer came: there is no one to send it to.
-      call.mode = 'drop'
-      call.done = true
-      call.controller?.abort(partnerGone())
-      return
-    }
     const type = headers['content-type']
     const encoding = headers['content-encoding']
     const failure = target.upstream.unavailableAnswer(status, headers)
@@ -544,6 +537,15 @@ class DeclaredRoute {
       outcome = 'client_error'
     }
     this.observe(request, target, outcome, status)
+    if (reply.raw.destroyed) {
+      // The partner went away before the answer came (its record, if any, is already
+      // released): there is no one to send it to, and it is not read any further.
+      call.mode = 'drop'
+      call.done = true
+      this.cut(call, 'partner_closed')
+      call.controller?.abort(partnerGone())
+      return
+    }
     const entry = this.held.get(request)
     if (verdict !== undefined) {
       call.mode = 'drop'

@@ -312,7 +312,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
     }
   })
 
-  it('frees the record of a partner who left before the answer: the retry with the same key is forwarded again', async () => {
+  it('frees the record of a partner who left before the answer, drops the late answer, and forwards the retry with the same key again', async () => {
     const redis = new Redis(REDIS_URL)
     const s = await start()
     try {
@@ -330,6 +330,13 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
       expect(await gone).toBe('aborted')
       // Released as the partner's connection closed.
       expect(await eventually(async () => (await redis.exists(record)) === 0, 10_000)).toBe(true)
+      // The service's late answer finds no one to send it to: the call is counted as answered,
+      // marked as cut by the partner, and the answer is neither read on nor kept.
+      expect(await eventually(async () => linesOf(await metricsOf(s), 'gateway_upstream_calls_cut_total').length > 0, 10_000)).toBe(true)
+      const metrics = await metricsOf(s)
+      expect(linesOf(metrics, 'gateway_upstream_calls_cut_total')).toEqual(['gateway_upstream_calls_cut_total{upstream="bookings",reason="partner_closed"} 1'])
+      expect(linesOf(metrics, 'gateway_upstream_requests_total')).toEqual(['gateway_upstream_requests_total{upstream="bookings",outcome="success"} 1'])
+      expect(logged(s, 'idempotency record was taken over before the answer came; the answer is not kept')).toEqual([])
 
       const retry = await post(s, idempotencyKey)
       expect({ status: retry.statusCode, replayed: retry.headers['idempotent-replayed'] }).toEqual({ status: 201, replayed: undefined })
