@@ -50,11 +50,6 @@ export class AuthFailureLimiter {
     if (entry !== undefined && entry.count > 0) entry.count -= 1
   }
 
-  /** Addresses being counted (for tests and /status). */
-  get size(): number {
-    return this.counts.size
-  }
-
   private refusal(address: string): ApiError {
     const seconds = Math.max(1, Math.ceil(this.counts.getRemainingTTL(address) / 1000))
     return new ApiError('RATE_LIMITED',

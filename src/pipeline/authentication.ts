@@ -20,7 +20,7 @@ export function bearerToken(header: string | undefined): string {
   return match[1] as string
 }
 
-export function authenticationStage(verifier: KeyVerifier, failures?: AuthFailureLimiter) {
+export function authenticationStage(verifier: KeyVerifier, failures: AuthFailureLimiter) {
   /** The key is this principal's; may it call this host's brand? */
   const admit = (request: FastifyRequest, principal: Principal): void => {
     request.principal = principal
@@ -31,11 +31,6 @@ export function authenticationStage(verifier: KeyVerifier, failures?: AuthFailur
     }
   }
   return function authenticate(request: FastifyRequest): void | Promise<void> {
-    if (failures === undefined) {
-      const principal = verifier.verify(bearerToken(request.headers.authorization))
-      if (principal instanceof Promise) return principal.then((p) => admit(request, p))
-      return admit(request, principal)
-    }
     // An address over its 401 allowance (docs/security.md, "Invented keys") is refused before
     // any look-up.
     const address = request.ip

@@ -251,9 +251,10 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
       const first = post(s, idempotencyKey)
       const record = await recordOf(s, redis)
       const lease = await redis.pttl(record)
-      // Read a moment after the claim: at most 65 s left, and more than 58 s.
+      // Read after the claim: at most 65 s left, and more than 55 s (the whole-call bound
+      // less 5 s), however long the read took on a loaded machine.
       expect(lease).toBeLessThanOrEqual(65_000)
-      expect(lease).toBeGreaterThan(58_000)
+      expect(lease).toBeGreaterThan(55_000)
       expect((await first).statusCode).toBe(201)
     } finally {
       await s.close()
