@@ -31,9 +31,37 @@ export function rawExchange(port: number, parts: string[], gapMs = 0): Promise<R
   })
 }
 
-/** The responses in a raw answer: status, lower-cased headers and body of each. */
-export function parseResponses(text: string): { statusCode: number; headers: Record<string, string>; body: string }[] {
-  const responses = []
+/** One response of a raw answer: status, lower-cased headers and body. */
+export interface RawResponse {
+  statusCode: number
+  headers: Record<string, string>
+  body: string
+}
+
+/**
+ * Sends `head` (and, once the server answers 100 Continue, `body`) on a connection of its own;
+ * resolves with every response the server wrote, interim ones included, when it closes.
+ */
+export function exchangeAfterContinue(port: number, head: string, body?: string): Promise<RawResponse[]> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let sentBody = false
+    const socket = connect(port, '127.0.0.1', () => socket.write(head))
+    socket.on('data', (chunk: Buffer) => {
+      chunks.push(chunk)
+      if (body !== undefined && !sentBody && Buffer.concat(chunks).toString('latin1').startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+        sentBody = true
+        socket.write(body)
+      }
+    })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(parseResponses(Buffer.concat(chunks).toString('utf8'))))
+  })
+}
+
+/** The responses in a raw answer. */
+export function parseResponses(text: string): RawResponse[] {
+  const responses: RawResponse[] = []
   let rest = text
   while (rest.startsWith('HTTP/1.1 ')) {
     const end = rest.indexOf('\r\n\r\n')

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { Readable } from 'node:stream'
 import { Redis } from 'ioredis'
@@ -8,10 +7,11 @@ import { MockIdp } from '../../mocks/idp/server.js'
 import type { Hotel } from '../../mocks/pms/data.js'
 import { roomsOf } from '../../mocks/service/data.js'
 import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { digestKey } from '../../src/keys/format.js'
 import { RedisKeyStore, type KeyRecord } from '../../src/keys/store.js'
 import { ACME_HOST, GLOBEX_HOST } from '../helpers/config.js'
+import { startWithService, type Setup } from '../helpers/declared.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { grantClient, oauthFor } from '../helpers/oauth.js'
 import { expectProblem, TIMESTAMP } from '../helpers/problem.js'
@@ -32,55 +32,8 @@ import { oneOf, secondsBetween, timed } from '../helpers/window.js'
 // against no test that could notice them (stryker.config.mjs, ignoreStatic). Over real sockets,
 // with real Redis; the shipped routes of config/default.json, in front of the stand-in service.
 
-const TOKEN = 'svc-pipeline-token'
-const SANDBOX_TOKEN = 'svc-pipeline-sandbox-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const UA = 'pipeline-checks/1.0'
 const GUEST = '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}'
-
-interface Setup {
-  t: TestGateway
-  service: MockService
-  sandbox: MockService | undefined
-  close: () => Promise<void>
-}
-
-interface StartOptions {
-  /** The bookings service has a sandbox for test keys. */
-  bookingsSandbox?: boolean
-  /** The PMS has a sandbox for test keys. */
-  pmsSandbox?: boolean
-  config?: Partial<FileConfigInput>
-  keyStore?: (prefix: string) => RedisKeyStore
-}
-
-/** The stand-in bookings service (and its sandbox) and a gateway with the shipped routes in front of it. */
-async function start(options: StartOptions = {}): Promise<Setup> {
-  const service = await new MockService({ token: TOKEN }).listen()
-  const sandbox = options.bookingsSandbox === true ? await new MockService({ token: SANDBOX_TOKEN, seed: 99 }).listen() : undefined
-  const t = await TestGateway.start({
-    sandbox: options.pmsSandbox === true,
-    config: {
-      upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined } } as FileConfigInput['upstreams'],
-      routes: shipped.routes as FileConfigInput['routes'],
-      ...options.config,
-    },
-    env: {
-      UPSTREAM_BOOKINGS_URL: service.url,
-      UPSTREAM_BOOKINGS_TOKEN: TOKEN,
-      ...(sandbox === undefined ? {} : { UPSTREAM_BOOKINGS_SANDBOX_URL: sandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SANDBOX_TOKEN }),
-    },
-    ...(options.keyStore === undefined ? {} : { keyStore: options.keyStore }),
-  })
-  return {
-    t, service, sandbox,
-    close: async () => {
-      await t.close()
-      await service.close()
-      await sandbox?.close()
-    },
-  }
-}
 
 /** A request over a real socket with exactly these headers (besides Host and User-Agent) and body. */
 async function send(s: Setup, method: string, path: string, headers: Record<string, string>, body?: string | Readable): Promise<Answer> {
@@ -129,7 +82,7 @@ function acmeLive(t: TestGateway): string[] {
 
 describe('step 3: the body a route takes (docs/architecture.md, "Order of checks")', () => {
   it('forwards a JSON body of exactly the route\'s body.maxBytes, its media type in any case, and refuses one byte more by its Content-Length alone, closing the connection', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const key = await s.t.key()
       // 65536 bytes: the shipped body.maxBytes of POST /v1/guests.
@@ -150,7 +103,7 @@ describe('step 3: the body a route takes (docs/architecture.md, "Order of checks
   })
 
   it('answers a body without a Content-Type 415 saying the type was missing, whether its length is announced or it is chunked', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const key = await s.t.key()
       const missing = { code: 'UNSUPPORTED_MEDIA_TYPE', instance: '/v1/guests', detail: 'Request bodies must be application/json; the Content-Type was missing.' } as const
@@ -170,7 +123,7 @@ describe('step 3: the body a route takes (docs/architecture.md, "Order of checks
   })
 
   it('forwards a POST with no body and no Content-Type, whether it says Content-Length: 0 or nothing', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const key = await s.t.key()
       s.service.setFailure({ mode: 'no-content', times: 2 })
@@ -186,7 +139,7 @@ describe('step 3: the body a route takes (docs/architecture.md, "Order of checks
   })
 
   it('refuses a body on GET 400 up to 1 MiB announced and 413 past it, closing the connection then, and serves a GET that announces zero bytes', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const key = await s.t.key()
       expectProblem(await headOnly(s, rawHead('GET', '/v1/guests', key, ['Content-Length: 1048576'])), {
@@ -215,7 +168,7 @@ describe('step 3: the body a route takes (docs/architecture.md, "Order of checks
 describe('test keys and the property of a request (docs/architecture.md, "Test mode", "Order of checks" step 7)', () => {
   it('refuses a test key 403 TEST_MODE_UNAVAILABLE on a route one of whose upstreams has no sandbox, and sends it to the sandbox where every upstream has one', async () => {
     // The bookings service has a sandbox, the PMS none: /v1/rooms reads both.
-    const s = await start({ bookingsSandbox: true })
+    const s = await startWithService({ sandbox: true })
     try {
       const testKey = await s.t.key({ mode: 'test' })
       const propertyId = acmeLive(s.t)[0] as string
@@ -245,7 +198,7 @@ describe('test keys and the property of a request (docs/architecture.md, "Test m
   })
 
   it('refuses a test key 403 TEST_MODE_UNAVAILABLE on routes whose service has no sandbox though the PMS has one, before any upstream is called', async () => {
-    const s = await start({ pmsSandbox: true })
+    const s = await startWithService({ pmsSandbox: true })
     try {
       const testKey = await s.t.key({ mode: 'test' })
       const sandboxProperty = String((s.t.sandbox as TestGateway['pms']).hotels.find((h: Hotel) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
@@ -262,7 +215,7 @@ describe('test keys and the property of a request (docs/architecture.md, "Test m
     [403, 'PROPERTY_ACCESS_DENIED', (id: string) => `Your API key is not authorised for property '${id}'.`],
     [404, 'PROPERTY_NOT_FOUND', (id: string) => `No property with id '${id}' exists for this brand.`],
   ] as const)('answers a key naming a property it may not use with accessDeniedStatus %i on a property-scoped route, and serves its own property', async (status, code, detail) => {
-    const s = await start({ config: { accessDeniedStatus: status } })
+    const s = await startWithService({ config: { accessDeniedStatus: status } })
     try {
       const [own, other] = acmeLive(s.t) as [string, string]
       const key = await s.t.key({ properties: [own] })
@@ -282,7 +235,7 @@ describe('test keys and the property of a request (docs/architecture.md, "Test m
 
 describe('step 4 and 5: who is calling, and their quota', () => {
   it('answers a request without Authorization 401 MISSING_AUTH_HEADER telling how to send the key, and a key of another brand 403 naming the key', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       expectProblem(await send(s, 'GET', '/v1/guests', {}), {
         code: 'MISSING_AUTH_HEADER', instance: '/v1/guests', detail: 'Send the header `Authorization: Bearer <API key>`.', headers: { 'www-authenticate': 'Bearer' },
@@ -298,7 +251,7 @@ describe('step 4 and 5: who is calling, and their quota', () => {
 
   it('names the client of an access token, not an API key, when it refuses the token for its brand or over its quota, with the quota headers', async () => {
     const idp = await new MockIdp().listen()
-    const s = await start({ config: { oauth: oauthFor(idp) } })
+    const s = await startWithService({ config: { oauth: oauthFor(idp) } })
     try {
       expect(await s.t.gateway.tokens.ready(5000)).toBe(true)
       const env = { REDIS_URL, REDIS_PREFIX: s.t.prefix }
@@ -368,7 +321,7 @@ describe('the per-address allowance of 401s (docs/security.md, "Invented keys")'
   const from = (address: string, key?: string): Record<string, string> => ({ 'x-forwarded-for': address, ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) })
 
   it('answers an address past its 401s of the minute 429 with the seconds left in the minute of its first failure, even with a valid key, while other addresses are answered', async () => {
-    const s = await start({ config: abuse(2, 1000) })
+    const s = await startWithService({ config: abuse(2, 1000) })
     try {
       const address = '192.0.2.21'
       const firstAt = Date.now()
@@ -397,7 +350,7 @@ describe('the per-address allowance of 401s (docs/security.md, "Invented keys")'
   })
 
   it('gives back the look-up of a key that turns out valid or suspended: only refused credentials spend the allowance', async () => {
-    const s = await start({ config: abuse(1, 1000) })
+    const s = await startWithService({ config: abuse(1, 1000) })
     const redis = new Redis(REDIS_URL)
     try {
       const address = '192.0.2.31'
@@ -424,7 +377,7 @@ describe('the per-address allowance of 401s (docs/security.md, "Invented keys")'
     const redis = new Redis(REDIS_URL)
     let store: HeldStore | undefined
     // One address tracked at a time: a failure of another address forgets the first.
-    const s = await start({ config: abuse(1, 1), keyStore: (prefix) => (store = new HeldStore(redis, prefix)) })
+    const s = await startWithService({ config: abuse(1, 1), keyStore: (prefix) => (store = new HeldStore(redis, prefix)) })
     try {
       const held = store as HeldStore
       const [a, b] = ['192.0.2.41', '192.0.2.42']

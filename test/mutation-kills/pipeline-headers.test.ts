@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { roomsOf, type Guest } from '../../mocks/service/data.js'
-import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
 import type { FieldError } from '../../src/contract/errors.js'
 import { ACME_HOST } from '../helpers/config.js'
-import { TestGateway, type Answer, type CallOptions } from '../helpers/gateway.js'
+import { startWithService, type Setup } from '../helpers/declared.js'
+import type { Answer, CallOptions } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { parseResponses, rawExchange } from '../helpers/raw.js'
 
@@ -31,9 +29,7 @@ import { parseResponses, rawExchange } from '../helpers/raw.js'
 // ignoreStatic), so it would be tested against no test of this file. Over real sockets, with
 // real Redis.
 
-const TOKEN = 'svc-pipeline-headers-token'
 const UA = 'pipeline-headers-test/1.0'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const UNKNOWN_HOST = 'api.unknown.example'
 
 /** A brand-wide declared route whose POST must carry an Idempotency-Key (served by the stand-in's guest list). */
@@ -50,39 +46,6 @@ const STAYS = {
 const PROPERTY_REQUIRED: FieldError = { field: 'Service-Property-Id', code: 'REQUIRED', detail: 'Send the id of the property this request is about, as listed by GET /v1/properties.' }
 const PROPERTY_INVALID: FieldError = { field: 'Service-Property-Id', code: 'INVALID_FORMAT', detail: 'Must be a property id (a UUID) as listed by GET /v1/properties.' }
 const KEY_INVALID: FieldError = { field: 'Idempotency-Key', code: 'INVALID_FORMAT', detail: 'Send it once: 1 to 255 visible ASCII characters other than " and \\, bare or in double quotes.' }
-
-interface Setup {
-  t: TestGateway
-  service: MockService
-  key: string
-  close: () => Promise<void>
-}
-
-/** The stand-in service and a gateway with the shipped routes (and `routes` after them) in front of it. */
-async function start(routes: unknown[] = []): Promise<Setup> {
-  const service = await new MockService({ token: TOKEN }).listen()
-  let t: TestGateway
-  try {
-    t = await TestGateway.start({
-      config: {
-        upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined } } as FileConfigInput['upstreams'],
-        routes: [...shipped.routes, ...routes] as FileConfigInput['routes'],
-      },
-      env: { UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: TOKEN },
-    })
-  } catch (error) {
-    await service.close()
-    throw error
-  }
-  const gateway = t
-  return {
-    t: gateway, service, key: await gateway.key(),
-    close: async () => {
-      await gateway.close()
-      await service.close()
-    },
-  }
-}
 
 function call(s: Setup, method: string, path: string, options: CallOptions = {}): Promise<Answer> {
   return s.t.call(method, path, { key: s.key, userAgent: UA, ...options })
@@ -121,7 +84,7 @@ function acmeProperty(s: Setup): string {
 
 describe('step 1: the route', () => {
   it('accepts a request target of exactly 8192 characters and answers one of 8193 with 414, on an unknown path and on a known route', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const longest = `/v1/${'x'.repeat(8188)}`
       expect(longest.length).toBe(8192)
@@ -144,7 +107,7 @@ describe('step 1: the route', () => {
   })
 
   it('answers a known path on a host of no brand with 404 for the host, before its 405 or trailing-slash answer', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const host = { host: UNKNOWN_HOST }
       const notServed = `No API is served at host '${UNKNOWN_HOST}'.`
@@ -170,7 +133,7 @@ describe('step 1: the route', () => {
   })
 
   it('answers an empty parameter segment as a trailing slash, on a built-in and on a declared route, before the key is checked', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       for (const key of [s.key, undefined]) {
         expectProblem(await call(s, 'GET', '/v1/properties/', { key }), {
@@ -189,7 +152,7 @@ describe('step 1: the route', () => {
 
 describe('step 3: Service-Property-Id', () => {
   it('requires a property id on a property-scoped route, checks its format, and forwards a valid one', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       expectProblem(await call(s, 'GET', '/v1/rooms'), {
         code: 'MISSING_REQUIRED_HEADER', instance: '/v1/rooms', detail: 'The Service-Property-Id header is required.', errors: [PROPERTY_REQUIRED],
@@ -215,7 +178,7 @@ describe('step 3: Service-Property-Id', () => {
   })
 
   it('refuses a property id on a brand-wide route', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       expectProblem(await call(s, 'GET', '/v1/guests', { headers: { 'service-property-id': acmeProperty(s) } }), {
         code: 'HEADER_NOT_ALLOWED', instance: '/v1/guests', detail: 'This endpoint takes no Service-Property-Id header.',
@@ -228,7 +191,7 @@ describe('step 3: Service-Property-Id', () => {
   })
 
   it('answers a property-scoped route\'s checks in their order: Accept, then the property id, then the key', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       expectProblem(await call(s, 'GET', '/v1/rooms', { key: undefined, headers: { accept: 'text/html' } }), { code: 'NOT_ACCEPTABLE', instance: '/v1/rooms' })
       expectProblem(await call(s, 'GET', '/v1/rooms', { key: undefined }), {
@@ -249,7 +212,7 @@ describe('step 3: Service-Property-Id', () => {
 
 describe('step 3: Idempotency-Key', () => {
   it('requires a key on a route that says so, and forwards a request that has one', async () => {
-    const s = await start([RESERVATIONS])
+    const s = await startWithService({ routes: [RESERVATIONS] })
     try {
       const missing = await create(s, '/v1/reservations', undefined)
       expectProblem(missing.answer, {
@@ -271,7 +234,7 @@ describe('step 3: Idempotency-Key', () => {
   })
 
   it('names every missing header in one answer, in the plural, in the order of the checks', async () => {
-    const s = await start([STAYS])
+    const s = await startWithService({ routes: [STAYS] })
     try {
       const answer = await call(s, 'POST', '/v1/stays', { body: newGuest().body })
       expectProblem(answer, {
@@ -292,7 +255,7 @@ describe('step 3: Idempotency-Key', () => {
   })
 
   it('takes a key bare or in double quotes, the two forms naming the same request, and a key of one character', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const bare = `quoted-${process.pid}`
       const first = await create(s, '/v1/guests', `"${bare}"`)
@@ -315,7 +278,7 @@ describe('step 3: Idempotency-Key', () => {
   })
 
   it('refuses a key with a stray or lone double quote, an empty quoted key, or a space, and forwards none of them', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       for (const bad of ['abc"', '"abc', '"', '""', 'a b', '"a\\b"']) {
         const { answer } = await create(s, '/v1/guests', bad)
@@ -328,7 +291,7 @@ describe('step 3: Idempotency-Key', () => {
   })
 
   it('counts only Idempotency-Key lines: a header of another name and the same length does not make the key a repeat', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       // accept-language and x-request-label are 15 characters long, as idempotency-key is.
       const idempotencyKey = `counted-${process.pid}`
@@ -341,7 +304,7 @@ describe('step 3: Idempotency-Key', () => {
   })
 
   it('refuses a key sent on two lines', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const port = Number(new URL(s.t.url).port)
       const body = newGuest().body
@@ -358,7 +321,7 @@ describe('step 3: Idempotency-Key', () => {
   })
 
   it('ignores the header on GET, however it is written', async () => {
-    const s = await start([RESERVATIONS])
+    const s = await startWithService({ routes: [RESERVATIONS] })
     try {
       for (const path of ['/v1/guests?perPage=1', '/v1/reservations?perPage=1']) {
         const res = await call(s, 'GET', path, { headers: { 'idempotency-key': 'not a key "' } })
@@ -377,7 +340,7 @@ describe('step 3: Idempotency-Key', () => {
 
 describe('step 4: the scope of each method', () => {
   it('needs the scope of GET for GET and HEAD, and the scope of POST for POST', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const writer = await s.t.key({ scopes: ['guests:write'] })
       const challenge = 'Bearer error="insufficient_scope", scope="guests:read"'

@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { messagesOf, reservationsOf, type Guest } from '../../mocks/service/data.js'
-import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import { startWithService, type Setup } from '../helpers/declared.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 
@@ -20,8 +18,6 @@ import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 // static, testing its changes against no test that could notice them (stryker.config.mjs,
 // ignoreStatic). Over real sockets, with real Redis and the stand-in services.
 
-const TOKEN = 'svc-params-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 
 /** Routes of the test's own besides the shipped ones, each with rules the shipped ones lack. */
 const EXTRA_ROUTES = [
@@ -41,31 +37,9 @@ const EXTRA_ROUTES = [
 
 const SHIPPED_GUEST_PARAMETERS = "Unknown parameter; this endpoint accepts 'page', 'perPage', 'email'."
 
-interface Setup {
-  t: TestGateway
-  service: MockService
-  key: string
-  close: () => Promise<void>
-}
-
 /** The stand-in bookings service and a gateway with the shipped routes and the test's own in front of it. */
-async function start(): Promise<Setup> {
-  const service = await new MockService({ token: TOKEN }).listen()
-  const t = await TestGateway.start({
-    config: {
-      upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined } } as FileConfigInput['upstreams'],
-      routes: [...shipped.routes, ...EXTRA_ROUTES] as FileConfigInput['routes'],
-    },
-    env: { UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: TOKEN },
-  })
-  const key = await t.key()
-  return {
-    t, service, key,
-    close: async () => {
-      await t.close()
-      await service.close()
-    },
-  }
+function start(): Promise<Setup> {
+  return startWithService({ routes: EXTRA_ROUTES })
 }
 
 function get(s: Setup, path: string): Promise<Answer> {

@@ -1,16 +1,14 @@
-import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MockIdp } from '../../mocks/idp/server.js'
-import { MockService, type Failure } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { Failure } from '../../mocks/service/server.js'
 import { ACME_HOST } from '../helpers/config.js'
 import type { Answer } from '../helpers/gateway.js'
-import { TestGateway } from '../helpers/gateway.js'
+import { startWithService, type Setup } from '../helpers/declared.js'
 import { grantClient, oauthFor } from '../helpers/oauth.js'
 import { expectProblem, TIMESTAMP } from '../helpers/problem.js'
-import { parseResponses } from '../helpers/raw.js'
+import { exchangeAfterContinue, type RawResponse } from '../helpers/raw.js'
 import { eventually, REDIS_URL } from '../helpers/redis.js'
 
 // Rules of the declared routes' answers that mutation testing found undefended
@@ -28,30 +26,10 @@ import { eventually, REDIS_URL } from '../helpers/redis.js'
 // mutation testing (see stryker.config.mjs), so a rule it breaks while a gateway is built
 // would fail no test here.
 
-const SERVICE_TOKEN = 'svc-answers-kills-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 /** A success envelope as the service writes one. */
 const ENVELOPE = '{"data":[],"meta":{"requestId":"req_0123456789abcdef0123456789abcdef","timestamp":"2026-01-02T03:04:05.678Z"}}'
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8'
 const GUEST = '{"firstName":"Ann","lastName":"Lee","email":"ann.lee@example.com"}'
-
-interface Setup {
-  t: TestGateway
-  service: MockService
-  key: string
-  close: () => Promise<void>
-}
-
-/** The stand-in service and a gateway of the shipped routes in front of it, with settings of the test's own. */
-async function start(bookings: Record<string, unknown> = {}, config: Partial<FileConfigInput> = {}): Promise<Setup> {
-  const service = await new MockService({ token: SERVICE_TOKEN }).listen()
-  const t = await TestGateway.start({
-    config: { ...config, upstreams: { bookings: { url: service.url, tokenHeader: 'X-Service-Token', ...bookings } } as FileConfigInput['upstreams'], routes: shipped.routes },
-    env: { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
-  })
-  const key = await t.key()
-  return { t, service, key, close: async () => { await t.close(); await service.close() } }
-}
 
 /**
  * A request over a real socket, read whole. Not through TestGateway.call: the answers of a
@@ -88,7 +66,7 @@ const internalError = { code: 'INTERNAL_ERROR' as const, instance: '/v1/guests',
 
 describe('which answers of a service pass', () => {
   it.each(['identity', ''])('passes a JSON answer whose Content-Encoding is %j: no encoding at all', async (encoding) => {
-    const s = await start()
+    const s = await startWithService()
     try {
       answers(s, { status: 200, headers: { 'content-type': 'application/json', 'content-encoding': encoding, 'content-length': String(ENVELOPE.length) }, body: ENVELOPE })
       const res = await send(s, 'GET', '/v1/guests')
@@ -100,7 +78,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('refuses a 2xx that sends its Content-Type twice, even when the first is JSON, and logs what the service did', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       answers(s, { status: 200, headers: { 'content-type': ['application/json; charset=utf-8', 'text/html'], 'content-length': String(ENVELOPE.length) }, body: ENVELOPE })
       expectProblem(await send(s, 'GET', '/v1/guests'), internalError)
@@ -115,7 +93,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('refuses a 4xx that sends its Content-Type twice, even when the first is problem+json', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const problem = '{"type":"about:blank","title":"Conflict","status":409}'
       answers(s, { status: 409, headers: { 'content-type': [PROBLEM_JSON, 'text/html'], 'content-length': String(problem.length) }, body: problem })
@@ -126,7 +104,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('passes a 300 announced empty, as a 3xx with no body, not as a 2xx', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       answers(s, { status: 300, headers: { 'content-length': '0' } })
       const res = await send(s, 'GET', '/v1/guests')
@@ -137,7 +115,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('passes a HEAD answered 200 JSON announced empty: a HEAD announces the length of GET\'s', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       answers(s, { status: 200, headers: { 'content-type': 'application/json', 'content-length': '0' } })
       const res = await send(s, 'HEAD', '/v1/guests')
@@ -149,7 +127,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('passes a 400 problem+json as it is, and refuses a 400 announced empty: from 400 on, only a problem passes', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       s.service.setFailure({ mode: 'problem-4xx', status: 400, times: 1 })
       const passed = await send(s, 'GET', '/v1/guests')
@@ -169,7 +147,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('passes a 304 with neither type nor body', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       answers(s, { status: 304 })
       const res = await send(s, 'GET', '/v1/guests')
@@ -180,7 +158,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('refuses a 302 with an HTML body, but passes it to a HEAD, which gets no body', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const html = '<p>moved</p>'
       const redirect = { status: 302, headers: { 'content-type': 'text/html', location: '/partner/v1/guests', 'content-length': String(html.length) }, body: html }
@@ -196,7 +174,7 @@ describe('which answers of a service pass', () => {
   })
 
   it('says neither type nor length on a 204, whatever the service said (RFC 9110 8.6)', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       answers(s, { status: 204, headers: { 'content-type': 'application/json', 'content-length': '0' } })
       const res = await send(s, 'GET', '/v1/guests')
@@ -209,26 +187,13 @@ describe('which answers of a service pass', () => {
 })
 
 /** Writes `head`, then `body` once the gateway answered 100 Continue; resolves with every response, interim ones included, when the gateway closes. */
-function exchange(s: Setup, head: string, body?: string): Promise<ReturnType<typeof parseResponses>> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    let sentBody = false
-    const socket = connect(Number(new URL(s.t.url).port), '127.0.0.1', () => socket.write(head))
-    socket.on('data', (chunk: Buffer) => {
-      chunks.push(chunk)
-      if (body !== undefined && !sentBody && Buffer.concat(chunks).toString('latin1').startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
-        sentBody = true
-        socket.write(body)
-      }
-    })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(parseResponses(Buffer.concat(chunks).toString('utf8'))))
-  })
+function exchange(s: Setup, head: string, body?: string): Promise<RawResponse[]> {
+  return exchangeAfterContinue(Number(new URL(s.t.url).port), head, body)
 }
 
 describe('Expect: 100-continue', () => {
   it('answers 100 Continue to a body announced chunked, then forwards it', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const head = `POST /v1/guests HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: raw/1.0\r\nAuthorization: Bearer ${s.key}\r\n`
         + 'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n'
@@ -243,7 +208,7 @@ describe('Expect: 100-continue', () => {
   })
 
   it('sends no 100 to a POST announcing an empty body: there is nothing to wait for', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const head = `POST /v1/guests HTTP/1.1\r\nHost: ${ACME_HOST}\r\nUser-Agent: raw/1.0\r\nAuthorization: Bearer ${s.key}\r\n`
         + 'Content-Type: application/json\r\nContent-Length: 0\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n'
@@ -258,7 +223,7 @@ describe('Expect: 100-continue', () => {
 
 describe('the record of a keyed request', () => {
   it('keeps the answer to a keyed POST without a body, and replays it to the retry', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const headers = { 'idempotency-key': `no-body-${process.pid}-${Date.now()}` }
       const first = await send(s, 'POST', '/v1/guests', headers)
@@ -272,7 +237,7 @@ describe('the record of a keyed request', () => {
   })
 
   it('keeps an answer of exactly maxBodyBytes, and replays it to the retry', async () => {
-    const s = await start({}, { idempotency: { maxBodyBytes: ENVELOPE.length } })
+    const s = await startWithService({ config: { idempotency: { maxBodyBytes: ENVELOPE.length } } })
     try {
       const headers = { 'idempotency-key': `exact-size-${process.pid}-${Date.now()}`, 'content-type': 'application/json' }
       answers(s, { status: 201, headers: { 'content-type': 'application/json', 'content-length': String(ENVELOPE.length) }, body: ENVELOPE })
@@ -287,7 +252,7 @@ describe('the record of a keyed request', () => {
   })
 
   it('answers 503 to a keyed request whose service fails mid-answer, and frees its record for the retry', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const headers = { 'idempotency-key': `reset-${process.pid}-${Date.now()}`, 'content-type': 'application/json' }
       s.service.setFailure({ mode: 'reset', times: 1 })
@@ -306,7 +271,7 @@ describe('the record of a keyed request', () => {
 
 describe('why an answer was cut, as an operator reads it', () => {
   it('says partner_closed when the partner goes away mid-answer', async () => {
-    const s = await start({ responseTimeoutMs: 600_000 }, { server: { writeIdleTimeoutMs: 600_000 } })
+    const s = await startWithService({ bookings: { responseTimeoutMs: 600_000 }, config: { server: { writeIdleTimeoutMs: 600_000 } } })
     try {
       s.service.setFailure({ mode: 'stall', times: 1 })
       await new Promise<void>((resolve, reject) => {
@@ -330,7 +295,7 @@ describe('why an answer was cut, as an operator reads it', () => {
   })
 
   it('says upstream_error when the service fails mid-answer', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       s.service.setFailure({ mode: 'reset', times: 1 })
       const res = await request(`${s.t.url}/v1/guests`, { headers: { host: ACME_HOST, 'user-agent': 'reader/1.0', authorization: `Bearer ${s.key}` } })
@@ -354,7 +319,7 @@ describe('the concurrency share of an access token', () => {
   })
 
   it('names the client of the access token in the 429 of a full share', async () => {
-    const s = await start({ maxInFlight: 8, maxInFlightPerCredential: 1 }, { oauth: oauthFor(idp) })
+    const s = await startWithService({ bookings: { maxInFlight: 8, maxInFlightPerCredential: 1 }, config: { oauth: oauthFor(idp) } })
     const held = new AbortController()
     try {
       expect(await s.t.gateway.tokens.ready(5000)).toBe(true)

@@ -1,12 +1,12 @@
-import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { request } from 'undici'
 import { describe, expect, it } from 'vitest'
 import { generateGuests, type Guest } from '../../mocks/service/data.js'
 import { MockService, type Failure } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { Services } from '../../src/proxy/services.js'
 import { testConfig } from '../helpers/config.js'
+import { SANDBOX_SERVICE_TOKEN, SERVICE_TOKEN, shipped, startWithService, type Setup } from '../helpers/declared.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 
@@ -27,9 +27,6 @@ import { REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 // file-level beforeAll counts as static for the mutation run (stryker.config.mjs), so it would
 // be tested against no test of this file.
 
-const LIVE_TOKEN = 'svc-headers-live-token'
-const SANDBOX_TOKEN = 'svc-headers-sandbox-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const UA = 'proxy-headers-test/1.0'
 
 /** Every scope of the shipped routes and the built-in ones, sorted. */
@@ -38,7 +35,8 @@ const SHIPPED_SCOPES = 'guests:read guests:write properties:read rooms:read'
 /** A route of the `open` upstream, which has no tokenHeader (served by the stand-in's guest list). */
 const OPEN_ROUTE = { path: '/v1/notes', methods: ['GET'], scope: 'brand', upstream: 'open', upstreamPath: '/partner/v1/guests', pathParams: {}, query: {} }
 
-interface Setup {
+/** The gateway and its stand-ins as a test body gets them: the bookings sandbox is always there. */
+interface Stands {
   t: TestGateway
   live: MockService
   sandbox: MockService
@@ -48,29 +46,18 @@ interface Setup {
  * A gateway with the shipped routes (and `routes` before them) in front of a live and a sandbox
  * stand-in service for `bookings`, run for `body` and closed after it.
  */
-async function withGateway(body: (s: Setup) => Promise<void>, options: { routes?: unknown[]; open?: MockService; liveUrl?: string } = {}): Promise<void> {
-  const live = await new MockService({ token: LIVE_TOKEN }).listen()
-  const sandbox = await new MockService({ token: SANDBOX_TOKEN, seed: 99 }).listen()
-  let t: TestGateway | undefined
+async function withGateway(body: (s: Stands) => Promise<void>, options: { routes?: unknown[]; open?: MockService; liveUrl?: string } = {}): Promise<void> {
+  const s = await startWithService({
+    sandbox: true,
+    upstreams: options.open === undefined ? {} : { open: { url: options.open.url } },
+    routesBefore: options.routes ?? [],
+    routes: options.open === undefined ? [] : [OPEN_ROUTE],
+    env: options.liveUrl === undefined ? {} : { UPSTREAM_BOOKINGS_URL: options.liveUrl },
+  })
   try {
-    t = await TestGateway.start({
-      config: {
-        upstreams: {
-          bookings: shipped.upstreams.bookings,
-          ...(options.open === undefined ? {} : { open: { url: options.open.url } }),
-        } as FileConfigInput['upstreams'],
-        routes: [...(options.routes ?? []), ...shipped.routes, ...(options.open === undefined ? [] : [OPEN_ROUTE])] as FileConfigInput['routes'],
-      },
-      env: {
-        UPSTREAM_BOOKINGS_URL: options.liveUrl ?? live.url, UPSTREAM_BOOKINGS_TOKEN: LIVE_TOKEN,
-        UPSTREAM_BOOKINGS_SANDBOX_URL: sandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SANDBOX_TOKEN,
-      },
-    })
-    await body({ t, live, sandbox })
+    await body({ t: s.t, live: s.service, sandbox: s.sandbox as MockService })
   } finally {
-    await t?.close()
-    await live.close()
-    await sandbox.close()
+    await s.close()
   }
 }
 
@@ -117,25 +104,18 @@ describe('what the service receives', () => {
       expectFirstPage(await t.call('GET', '/v1/guests?perPage=2', { key: liveKey, userAgent: UA }))
       // The sandbox's own data (seed 99): a test key never reaches the live service.
       expectFirstPage(await t.call('GET', '/v1/guests?perPage=2', { key: testKey, userAgent: UA }), 99)
-      expect(live.received.map((r) => [r.path, r.headers['x-service-token'], r.headers['x-service-mode']])).toEqual([['/partner/v1/guests?perPage=2', LIVE_TOKEN, 'live']])
-      expect(sandbox.received.map((r) => [r.path, r.headers['x-service-token'], r.headers['x-service-mode']])).toEqual([['/partner/v1/guests?perPage=2', SANDBOX_TOKEN, 'test']])
+      expect(live.received.map((r) => [r.path, r.headers['x-service-token'], r.headers['x-service-mode']])).toEqual([['/partner/v1/guests?perPage=2', SERVICE_TOKEN, 'live']])
+      expect(sandbox.received.map((r) => [r.path, r.headers['x-service-token'], r.headers['x-service-mode']])).toEqual([['/partner/v1/guests?perPage=2', SANDBOX_SERVICE_TOKEN, 'test']])
     })
   })
 
   it('sends no token header at all to an upstream without tokenHeader, nor to one with a tokenHeader but no token', async () => {
     const open = await new MockService({}).listen()
-    const tokenless = await new MockService({}).listen()
-    let t: TestGateway | undefined
+    let s: Setup | undefined
     try {
-      t = await TestGateway.start({
-        config: {
-          upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined }, open: { url: open.url } } as FileConfigInput['upstreams'],
-          routes: [...shipped.routes, OPEN_ROUTE] as FileConfigInput['routes'],
-        },
-        // bookings keeps its tokenHeader; no UPSTREAM_BOOKINGS_TOKEN is set.
-        env: { UPSTREAM_BOOKINGS_URL: tokenless.url },
-      })
-      const { key, id } = await t.keyWithId()
+      // bookings keeps its tokenHeader; no UPSTREAM_BOOKINGS_TOKEN is set.
+      s = await startWithService({ token: false, upstreams: { open: { url: open.url } }, routes: [OPEN_ROUTE] })
+      const { t, key, keyId: id, service: tokenless } = s
       const expected = (service: MockService, answer: Answer) => ({
         host: new URL(service.url).host, connection: 'keep-alive', 'user-agent': UA, 'x-request-id': answer.headers['service-request-id'],
         traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/), 'x-service-key-id': id, 'x-service-brand': 'acme', 'x-service-mode': 'live',
@@ -148,9 +128,8 @@ describe('what the service receives', () => {
       expectFirstPage(viaTokenless)
       expect(tokenless.received.map((r) => r.headers)).toEqual([expected(tokenless, viaTokenless)])
     } finally {
-      await t?.close()
+      await s?.close()
       await open.close()
-      await tokenless.close()
     }
   })
 
@@ -309,17 +288,17 @@ describe('services and their sandboxes', () => {
   })
 
   it('names each service\'s targets, sandboxes as <name>Sandbox, and refuses an unknown name', async () => {
-    const live = await new MockService({ token: LIVE_TOKEN }).listen()
-    const sandbox = await new MockService({ token: SANDBOX_TOKEN }).listen()
+    const live = await new MockService({ token: SERVICE_TOKEN }).listen()
+    const sandbox = await new MockService({ token: SANDBOX_SERVICE_TOKEN }).listen()
     const services = new Services(testConfig({
       upstreams: { bookings: shipped.upstreams.bookings, open: { url: 'http://127.0.0.1:9' } } as FileConfigInput['upstreams'],
-    }, { UPSTREAM_BOOKINGS_URL: live.url, UPSTREAM_BOOKINGS_SANDBOX_URL: sandbox.url, UPSTREAM_BOOKINGS_TOKEN: LIVE_TOKEN, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SANDBOX_TOKEN }))
+    }, { UPSTREAM_BOOKINGS_URL: live.url, UPSTREAM_BOOKINGS_SANDBOX_URL: sandbox.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SANDBOX_SERVICE_TOKEN }))
     try {
       expect(() => services.get('billing')).toThrow(new Error("no upstream named 'billing'"))
       const targets = [services.target('bookings', 'live'), services.target('bookings', 'test'), services.target('open', 'live'), services.target('open', 'test')]
       expect(targets.map((target) => target === undefined ? undefined : { name: target.upstream.name, origin: target.origin, host: target.host, token: target.token })).toEqual([
-        { name: 'bookings', origin: live.url, host: new URL(live.url).host, token: LIVE_TOKEN },
-        { name: 'bookingsSandbox', origin: sandbox.url, host: new URL(sandbox.url).host, token: SANDBOX_TOKEN },
+        { name: 'bookings', origin: live.url, host: new URL(live.url).host, token: SERVICE_TOKEN },
+        { name: 'bookingsSandbox', origin: sandbox.url, host: new URL(sandbox.url).host, token: SANDBOX_SERVICE_TOKEN },
         { name: 'open', origin: 'http://127.0.0.1:9', host: '127.0.0.1:9', token: undefined },
         undefined,
       ])

@@ -1,12 +1,11 @@
-import { readFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { describe, expect, it } from 'vitest'
 import { roomsOf, type Guest } from '../../mocks/service/data.js'
 import { MockService, problemBody } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
 import { ACME_HOST } from '../helpers/config.js'
-import { TestGateway, type Answer, type CallOptions } from '../helpers/gateway.js'
+import { startWithService, type Setup } from '../helpers/declared.js'
+import type { Answer, CallOptions } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually, keysUnder, REDIS_URL } from '../helpers/redis.js'
 
@@ -25,61 +24,8 @@ import { eventually, keysUnder, REDIS_URL } from '../helpers/redis.js'
 // file-level beforeAll as static, testing its changes against no test that could notice them
 // (stryker.config.mjs, ignoreStatic). Over real sockets, with real Redis.
 
-const TOKEN = 'svc-kill-token'
-const SANDBOX_TOKEN = 'svc-kill-sandbox-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const GUEST = '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}'
 const UPPER_ID = '3F0C6F2E-8F0A-4A57-9D0E-2D6F5D1B7A10'
-
-interface Setup {
-  t: TestGateway
-  service: MockService
-  sandbox: MockService | undefined
-  key: string
-  close: () => Promise<void>
-}
-
-interface StartOptions {
-  /** The bookings service has a sandbox (and the gateway a PMS sandbox) for test keys. */
-  sandbox?: boolean
-  /** Settings of the bookings upstream over the shipped ones. */
-  bookings?: Record<string, unknown>
-  /** More upstreams and routes besides the shipped ones. */
-  upstreams?: Record<string, unknown>
-  routes?: unknown[]
-  env?: NodeJS.ProcessEnv
-}
-
-/** Starts the stand-in service (and its sandbox) and a gateway with the shipped routes in front of it. */
-async function start(options: StartOptions = {}): Promise<Setup> {
-  const service = await new MockService({ token: TOKEN }).listen()
-  const sandbox = options.sandbox === true ? await new MockService({ token: SANDBOX_TOKEN, seed: 99 }).listen() : undefined
-  const t = await TestGateway.start({
-    sandbox: options.sandbox === true,
-    config: {
-      upstreams: {
-        bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined, ...options.bookings },
-        ...options.upstreams,
-      } as FileConfigInput['upstreams'],
-      routes: [...shipped.routes, ...(options.routes ?? [])] as FileConfigInput['routes'],
-    },
-    env: {
-      UPSTREAM_BOOKINGS_URL: service.url,
-      UPSTREAM_BOOKINGS_TOKEN: TOKEN,
-      ...(sandbox === undefined ? {} : { UPSTREAM_BOOKINGS_SANDBOX_URL: sandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SANDBOX_TOKEN }),
-      ...options.env,
-    },
-  })
-  const key = await t.key()
-  return {
-    t, service, sandbox, key,
-    close: async () => {
-      await t.close()
-      await service.close()
-      await sandbox?.close()
-    },
-  }
-}
 
 function call(s: Setup, method: string, path: string, options: CallOptions = {}): Promise<Answer> {
   return s.t.call(method, path, { key: s.key, userAgent: 'route-kills/1.0', ...options })
@@ -132,7 +78,7 @@ function receivedWith(service: MockService, idempotencyKey: string): number {
 
 describe('the Location of an answer (docs/architecture.md, "What the partner receives")', () => {
   it('maps an absolute Location on the service\'s live origin and on its sandbox origin to the public path', async () => {
-    const s = await start({ sandbox: true })
+    const s = await startWithService({ sandbox: true, pmsSandbox: true })
     try {
       const liveGuest = s.service.guestsOf('acme')[0] as Guest
       s.service.setFailure({ mode: 'redirect', location: `${s.service.url}/partner/v1/guests/${liveGuest.id}`, times: 1 })
@@ -152,7 +98,7 @@ describe('the Location of an answer (docs/architecture.md, "What the partner rec
 
   it('maps the live origin of a service without a sandbox, and never to the route of another service', async () => {
     const notes = await new MockService({ token: 'notes-token' }).listen()
-    const s = await start({
+    const s = await startWithService({
       upstreams: { notes: { url: notes.url, tokenHeader: 'X-Service-Token' } },
       routes: [{ path: '/v1/notes', methods: ['GET'], scope: 'brand', upstream: 'notes', upstreamPath: '/partner/v1/notes', pathParams: {}, query: {} }],
       env: { UPSTREAM_NOTES_TOKEN: 'notes-token' },
@@ -175,7 +121,7 @@ describe('the Location of an answer (docs/architecture.md, "What the partner rec
 
 describe('what the service receives (docs/architecture.md, "What the service receives")', () => {
   it('gets uuid path parameters lower-cased and other path parameters as the partner sent them', async () => {
-    const s = await start({
+    const s = await startWithService({
       routes: [{
         path: '/v1/guests/{guestId}/tags/{tag}', methods: ['GET'], scope: 'brand', upstream: 'bookings',
         upstreamPath: '/partner/v1/guests/{guestId}/tags/{tag}', pathParams: { guestId: { type: 'uuid' }, tag: { type: 'string' } }, query: {},
@@ -194,7 +140,7 @@ describe('what the service receives (docs/architecture.md, "What the service rec
   })
 
   it('gets the checked property on a property-scoped route', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const propertyId = String(s.t.pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
       const res = await call(s, 'GET', '/v1/rooms', { headers: { 'service-property-id': propertyId } })
@@ -211,7 +157,7 @@ describe('what the service receives (docs/architecture.md, "What the service rec
   })
 
   it('refuses with 431 a request whose head, with the gateway\'s headers, is over 16384 bytes, and forwards one of exactly 16384', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       // A first request shows what the service's head is made of: the request line and every
       // header line the gateway sends (undici adds only `connection`).
@@ -244,7 +190,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
   it('leases a keyed request\'s record for longer than the longest call the gateway makes: the whole-call bound and 5 seconds', async () => {
     const redis = new Redis(REDIS_URL)
     // Headers within 5 s, the whole answer within 60 s: the lease is 65 s.
-    const s = await start({ bookings: { timeoutMs: 5000, responseTimeoutMs: 60_000 } })
+    const s = await startWithService({ bookings: { timeoutMs: 5000, responseTimeoutMs: 60_000 } })
     try {
       s.service.setFailure({ mode: 'latency', latencyMs: 1000, times: 1 })
       const idempotencyKey = newKey()
@@ -263,7 +209,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
   })
 
   it('claims no record for a request without a key, nor for a keyed GET: each is forwarded and none is a replay', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const idempotencyKey = newKey()
       const gets = [await call(s, 'GET', '/v1/guests', { headers: { 'idempotency-key': idempotencyKey } }), await call(s, 'GET', '/v1/guests', { headers: { 'idempotency-key': idempotencyKey } })]
@@ -277,7 +223,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
   })
 
   it('replays a kept answer without forwarding the retry, echoing the retry\'s correlation id on a 2xx only', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const replayOf = async (method: 'POST' | 'PATCH', path: string, body: string, expectedStatus: number): Promise<Answer> => {
         const idempotencyKey = newKey()
@@ -315,7 +261,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
 
   it('frees the record of a partner who left before the answer, drops the late answer, and forwards the retry with the same key again', async () => {
     const redis = new Redis(REDIS_URL)
-    const s = await start()
+    const s = await startWithService()
     try {
       const idempotencyKey = newKey()
       s.service.setFailure({ mode: 'latency', latencyMs: 1000, times: 1 })
@@ -351,7 +297,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
 
   it('answers 503 when a kept answer is cut before the partner got a byte, frees the record, and logs the request once', async () => {
     const redis = new Redis(REDIS_URL)
-    const s = await start()
+    const s = await startWithService()
     try {
       const idempotencyKey = newKey()
       s.service.setFailure({ mode: 'reset', times: 1 })
@@ -373,7 +319,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
 
   it('tells the operator when Redis fails to release or keep a record, or the record was taken over, and still answers the partner', async () => {
     const redis = new Redis(REDIS_URL)
-    const s = await start()
+    const s = await startWithService()
     try {
       /** A keyed POST whose record is changed in Redis while the service takes its time. */
       const withRecordChanged = async (change: (record: string) => Promise<unknown>): Promise<Answer> => {
@@ -413,7 +359,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
 
 describe('how the service\'s answers are judged, counted and logged (docs/operations.md, metrics and logs)', () => {
   it('counts a 2xx as success and a passed-on 4xx as client_error, in the upstream calls\' metrics', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       expect((await call(s, 'GET', '/v1/guests')).statusCode).toBe(200)
       s.service.setFailure({ mode: 'problem-4xx', status: 400, times: 1 })
@@ -434,7 +380,7 @@ describe('how the service\'s answers are judged, counted and logged (docs/operat
     ['a 200 with no content type', { mode: 'empty' as const }, 'bookings: answered 200 with no content type'],
     ['a 200 in text/plain', { mode: 'non-json' as const }, 'bookings: answered 200 with text/plain'],
   ])('answers %s with 500, counts it as bad_response and logs why', async (_name, failure, message) => {
-    const s = await start()
+    const s = await startWithService()
     try {
       s.service.setFailure({ ...failure, times: 1 })
       const res = await call(s, 'GET', '/v1/guests')
@@ -449,7 +395,7 @@ describe('how the service\'s answers are judged, counted and logged (docs/operat
   })
 
   it('reports the time of the call in seconds in the metrics and in milliseconds in the request log line: at least the service\'s delay, at most what the partner waited', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       s.service.setFailure({ mode: 'latency', latencyMs: 300, times: 1 })
       const started = performance.now()
@@ -473,7 +419,7 @@ describe('how the service\'s answers are judged, counted and logged (docs/operat
 
 describe('the head of a passed-on answer (docs/partners.md, "Every answer")', () => {
   it('echoes the correlation id on a 2xx only, sends none when the partner sent none, and keeps the connection open', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       const ok = await call(s, 'GET', '/v1/guests', { headers: { 'service-correlation-id': 'corr-200' } })
       expect([ok.statusCode, ok.headers['service-correlation-id'], ok.headers.connection]).toEqual([200, 'corr-200', 'keep-alive'])
@@ -493,7 +439,7 @@ describe('the head of a passed-on answer (docs/partners.md, "Every answer")', ()
   })
 
   it('drops a Link header none of whose targets maps to a public path', async () => {
-    const s = await start()
+    const s = await startWithService()
     try {
       s.service.setFailure({ mode: 'empty', status: 204, link: '</internal/admin>; rel="admin", <http://bookings.internal/x>; rel="alternate"', times: 1 })
       const res = await call(s, 'GET', '/v1/guests')

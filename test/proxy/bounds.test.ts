@@ -1,14 +1,14 @@
-import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { Agent, request, type Dispatcher } from 'undici'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { generateGuests, type Guest } from '../../mocks/service/data.js'
 import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { ACME_HOST } from '../helpers/config.js'
+import { shipped } from '../helpers/declared.js'
 import { TestGateway, type Answer, type CallOptions } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
-import { parseResponses } from '../helpers/raw.js'
+import { exchangeAfterContinue, type RawResponse } from '../helpers/raw.js'
 import { eventually } from '../helpers/redis.js'
 
 // What may cross a declared route (docs/architecture.md, "The pass-through's bounds"), over
@@ -21,7 +21,6 @@ const SERVICE_TOKEN = `svc-live-${'t'.repeat(1000)}`
 const FILE_ROUTE = { path: '/v1/files/{fileId}', methods: ['GET', 'DELETE'], scope: 'brand', upstream: 'bookings', upstreamPath: '/internal/files/{fileId}/content', pathParams: { fileId: { type: 'string' } }, query: {} }
 // A route whose other method takes a body: its DELETE meets the route's own JSON parser.
 const NOTE_ROUTE = { path: '/v1/notes/{noteId}', methods: ['PATCH', 'DELETE'], scopes: { PATCH: 'files:write', DELETE: 'files:write' }, scope: 'brand', upstream: 'bookings', upstreamPath: '/internal/notes/{noteId}', pathParams: { noteId: { type: 'string' } }, query: {} }
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 
 let t: TestGateway
 let service: MockService
@@ -45,25 +44,9 @@ function received(index = 0): { line: string | undefined; headers: Record<string
   return { line: request?.requestLine, headers: Object.fromEntries(request?.rawHeaders ?? []) }
 }
 
-/**
- * Sends `head` (and, once the gateway answers 100 Continue, `body`) on a connection of its own;
- * resolves with every response the gateway wrote, interim ones included, when it closes.
- */
-function exchange(head: string, body?: string): Promise<{ statusCode: number; headers: Record<string, string>; body: string }[]> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    let sentBody = false
-    const socket = connect(port, '127.0.0.1', () => socket.write(head))
-    socket.on('data', (chunk: Buffer) => {
-      chunks.push(chunk)
-      if (body !== undefined && !sentBody && Buffer.concat(chunks).toString('latin1').startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
-        sentBody = true
-        socket.write(body)
-      }
-    })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(parseResponses(Buffer.concat(chunks).toString('utf8'))))
-  })
+/** Sends `head` (and, once the gateway answers 100 Continue, `body`) to the test's gateway; see exchangeAfterContinue. */
+function exchange(head: string, body?: string): Promise<RawResponse[]> {
+  return exchangeAfterContinue(port, head, body)
 }
 
 beforeAll(async () => {
