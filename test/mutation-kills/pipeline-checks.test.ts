@@ -102,6 +102,20 @@ describe('step 3: the body a route takes (docs/architecture.md, "Order of checks
     }
   })
 
+  it('forwards a body whose media type has white space before its charset, as the media type rule allows', async () => {
+    const s = await startWithService()
+    try {
+      const key = await s.t.key()
+      s.service.setFailure({ mode: 'no-content', times: 1 })
+      const taken = await send(s, 'POST', '/v1/guests', { authorization: `Bearer ${key}`, 'content-type': 'application/json ; charset=utf-8' }, GUEST)
+      expect({ status: taken.statusCode, body: taken.body }).toEqual({ status: 204, body: '' })
+      expect(s.service.received.map((r) => ({ method: r.method, path: r.path, type: r.headers['content-type'], body: r.body })))
+        .toEqual([{ method: 'POST', path: '/partner/v1/guests', type: 'application/json', body: GUEST }])
+    } finally {
+      await s.close()
+    }
+  })
+
   it('answers a body without a Content-Type 415 saying the type was missing, whether its length is announced or it is chunked', async () => {
     const s = await startWithService()
     try {

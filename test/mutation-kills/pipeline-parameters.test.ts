@@ -128,10 +128,11 @@ describe('content negotiation (docs/architecture.md, "Order of checks", step 2)'
     }
   })
 
-  it('answers 406 to media ranges of other types only', async () => {
+  it('answers 406 to media ranges of other types only, a json subtype of another type included', async () => {
     const t = await TestGateway.start()
     try {
       await expectRefused(t, 'text/html')
+      await expectRefused(t, 'text/json')
       await expectRefused(t, 'text/plain, image/*')
       await expectRefused(t, 'application/xml;q=1, text/*')
     } finally {
