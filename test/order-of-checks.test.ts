@@ -1,11 +1,11 @@
-import { readFileSync } from 'node:fs'
+import { shipped } from './helpers/declared.js'
 import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Hotel } from '../mocks/pms/data.js'
 import { MockService } from '../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../src/config.js'
+import type { FileConfigInput } from '../src/config.js'
 import { RedisKeyStore, type NewKey } from '../src/keys/store.js'
 import { ACME_HOST, GLOBEX_HOST } from './helpers/config.js'
 import { checkAnswer } from './helpers/contract.js'
@@ -20,7 +20,6 @@ import { eventually, REDIS_URL } from './helpers/redis.js'
 // with its rate limiter on real Redis, the stand-in PMS and the stand-in service.
 
 const SERVICE_TOKEN = 'order-service-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const UNKNOWN_ID = '00000000-0000-4000-8000-00000000dead'
 
 let t: TestGateway

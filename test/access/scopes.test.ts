@@ -1,3 +1,4 @@
+import { shipped } from '../helpers/declared.js'
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { MockIdp } from '../../mocks/idp/server.js'
 import { MockService } from '../../mocks/service/server.js'
 import { generateGuests, type Guest } from '../../mocks/service/data.js'
-import { loadConfig, type FileConfig, type FileConfigInput } from '../../src/config.js'
+import { loadConfig, type FileConfigInput } from '../../src/config.js'
 import { digestKey } from '../../src/keys/format.js'
 import { ACME_HOST } from '../helpers/config.js'
 import { checkAnswer } from '../helpers/contract.js'
@@ -21,7 +22,6 @@ import { REDIS_URL } from '../helpers/redis.js'
 // it spares, and X-Service-Scopes sent to services, for keys and for access tokens.
 
 const SERVICE_TOKEN = 'scopes-service-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const idp = new MockIdp({})
 const redis = new Redis(REDIS_URL)
 let service: MockService

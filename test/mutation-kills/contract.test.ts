@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs'
+import { shipped } from '../helpers/declared.js'
 import { Readable } from 'node:stream'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MockIdp } from '../../mocks/idp/server.js'
 import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { ApiError } from '../../src/contract/errors.js'
 import type { PropertySource } from '../../src/properties/source.js'
 import { ACME_HOST, DOCS_URL } from '../helpers/config.js'
@@ -197,7 +197,6 @@ describe('quoting what the partner sent', () => {
 
 describe('framework refusals and failures on forwarded routes', () => {
   const SERVICE_TOKEN = 'svc-contract-kills-token'
-  const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
   let routed: TestGateway
   let service: MockService
   let routedKey: string

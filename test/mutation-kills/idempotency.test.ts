@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs'
+import { shipped } from '../helpers/declared.js'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { MemoryRecordStore, RedisRecordStore, type RecordStore } from '../../src/idempotency/records.js'
 import { MemoryKeyStore } from '../../src/keys/store.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
@@ -18,7 +18,6 @@ import { eventually, keysUnder, REDIS_URL, removePrefix, testPrefix } from '../h
 // holds it, leases that run out) at the store's edge, the same for both stores.
 
 const SERVICE_TOKEN = 'svc-idem-kills-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const GUEST = '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}'
 
 let counter = 0

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { shipped } from '../helpers/declared.js'
 import { connect } from 'node:net'
 import { Readable } from 'node:stream'
 import v8 from 'node:v8'
@@ -9,7 +9,7 @@ import type { Hotel } from '../../mocks/pms/data.js'
 import { MockPms } from '../../mocks/pms/server.js'
 import { generateGuests, messagesOf, reservationsOf, roomsOf, type Guest } from '../../mocks/service/data.js'
 import { MockService, problemBody } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { ACME_HOST, GLOBEX_HOST } from '../helpers/config.js'
 import { TestGateway, type Answer, type CallOptions } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
@@ -23,7 +23,6 @@ import { oneOf, secondsBetween, timed } from '../helpers/window.js'
 
 const SERVICE_TOKEN = 'svc-live-token'
 const SANDBOX_TOKEN = 'svc-sandbox-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 
 // Every answer a test saw, checked at the end for anything of the service's internals.
 const answers: Answer[] = []

@@ -1,12 +1,13 @@
+import { shipped } from '../helpers/declared.js'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
 import { openApiDocument } from '../../src/docs/openapi.js'
 import { ACME_HOST, testConfig } from '../helpers/config.js'
@@ -23,7 +24,6 @@ import { eventually, freePort, keysUnder, PrivateRedis, REDIS_URL } from '../hel
 const SERVICE_TOKEN = 'svc-idem-token'
 const RETENTION_HOURS = 2
 const MAX_BODY_BYTES = 4096
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 
 const routes = [
   ...shipped.routes,

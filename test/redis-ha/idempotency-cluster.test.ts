@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs'
+import { shipped } from '../helpers/declared.js'
 import { Cluster } from 'ioredis'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { haRedisMissing, RedisCluster } from '../../bench/redis-ha/topology.js'
 import { MockService } from '../../mocks/service/server.js'
-import type { FileConfig, FileConfigInput } from '../../src/config.js'
+import type { FileConfigInput } from '../../src/config.js'
 import { createGateway, type Gateway } from '../../src/gateway.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
 import { ACME_HOST, testConfig } from '../helpers/config.js'
@@ -21,7 +21,6 @@ const missing = haRedisMissing()
 if (missing !== undefined) console.warn(`skipping the Cluster idempotency tests: ${missing}`)
 
 const TOKEN = 'cluster-service-token'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const GUEST = '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}'
 
 describe.skipIf(missing !== undefined)('Idempotency-Key records on a Redis Cluster', () => {

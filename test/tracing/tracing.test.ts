@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { shipped } from '../helpers/declared.js'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Hotel } from '../../mocks/pms/data.js'
@@ -15,7 +15,6 @@ import { eventually, freePort } from '../helpers/redis.js'
 
 const SERVICE_TOKEN = 'svc-live-token-for-tracing'
 const COLLECTOR_SECRET = 'collector-secret-0123456789'
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as Pick<FileConfig, 'upstreams' | 'routes'>
 const HEX32 = /^[0-9a-f]{32}$/
 const HEX16 = /^[0-9a-f]{16}$/
 
