@@ -32,7 +32,7 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 // an envelope, then nothing until the caller closes the connection), links (the first page with
 // Link headers to itself, its own absolute URL, another host and an internal path, or the lines
 // of `link` when given, and a Content-Language), gzip (the first page gzip-encoded), empty
-// (`status`, default 200, with no body, and `contentType` and `link` if given),
+// (`status`, default 200, with no body and `contentType` if given),
 // exact (`status`, default 200, with `headers` and `body` exactly as given: for the answers of
 // a misbehaving service that no other mode gives, such as a header sent twice or left empty).
 
@@ -62,7 +62,7 @@ export interface Failure {
   /** The body of the `exact` answer; none when unset (chunked when `headers` give no Content-Length). */
   body?: string
   /**
-   * The Link header lines of the `links` or `empty` answer, as given (one line per item), instead
+   * The Link header lines of the `links` answer, as given (one line per item), instead
    * of its own: how a gateway reads a Link header a service writes by hand is tested line by line.
    */
   link?: string | string[]
@@ -455,10 +455,7 @@ export class MockService {
         return true
       }
       case 'empty':
-        res.writeHead(failure.status ?? 200, {
-          ...LEAKY_HEADERS, ...(failure.contentType === undefined ? {} : { 'content-type': failure.contentType }),
-          ...(failure.link === undefined ? {} : { link: failure.link }), 'content-length': '0',
-        })
+        res.writeHead(failure.status ?? 200, { ...LEAKY_HEADERS, ...(failure.contentType === undefined ? {} : { 'content-type': failure.contentType }), 'content-length': '0' })
         res.end()
         return true
       case 'exact':

@@ -441,7 +441,7 @@ describe('the head of a passed-on answer (docs/partners.md, "Every answer")', ()
   it('drops a Link header none of whose targets maps to a public path', async () => {
     const s = await startWithService()
     try {
-      s.service.setFailure({ mode: 'empty', status: 204, link: '</internal/admin>; rel="admin", <http://bookings.internal/x>; rel="alternate"', times: 1 })
+      s.service.setFailure({ mode: 'exact', status: 204, headers: { link: '</internal/admin>; rel="admin", <http://bookings.internal/x>; rel="alternate"' }, times: 1 })
       const res = await call(s, 'GET', '/v1/guests')
       expect({ status: res.statusCode, body: res.body, link: Object.keys(res.headers).includes('link') }).toEqual({ status: 204, body: '', link: false })
       expect(res.headers['service-request-id']).toMatch(REQUEST_ID)
