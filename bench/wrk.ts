@@ -119,6 +119,7 @@ export async function runWrk(request: WrkRequest, connections: number, size: { a
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '30s', '-s', file, request.url]
   const started = process.hrtime.bigint()
   let stopped: bigint | undefined
+  let interrupting: NodeJS.Timeout | undefined
   const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let err = ''
@@ -127,14 +128,19 @@ export async function runWrk(request: WrkRequest, connections: number, size: { a
     if (stopped === undefined && out.includes('WRK-STOPPED\n')) {
       stopped = process.hrtime.bigint()
       atLast?.()
+      // wrk ignores SIGINT until its main thread has started the load threads and only then
+      // installs its handler: a thread that counts its last answer before that (a small
+      // amount on a loaded machine) would leave wrk asleep for the whole duration. So the
+      // signal is sent again until wrk exits; once handled, another one changes nothing.
       child.kill('SIGINT')
+      interrupting = setInterval(() => child.kill('SIGINT'), 100)
     }
   })
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
   const code = await new Promise<number | null>((resolve, reject) => {
     child.once('error', reject)
     child.once('exit', resolve)
-  })
+  }).finally(() => clearInterval(interrupting))
   const line = out.split('\n').find((l) => l.startsWith('WRK-RESULT '))
   if (code !== 0 || line === undefined) throw new Error(`wrk ${args.join(' ')} exited ${String(code)}: ${err.trim() || out.trim()}`)
   const result = JSON.parse(line.slice('WRK-RESULT '.length)) as WrkResult
