@@ -353,6 +353,9 @@ async function main(): Promise<void> {
     'traced-1': async () => startGateway('traced-1', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp() }),
     'traced-100': async () => startGateway('traced-100', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp(), OTEL_TRACES_SAMPLER_ARG: '1' }),
     'no-limiter': () => startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } }),
+    // The cached gateway ending each answer the moment it is ready: what ending the answers
+    // of one turn together (server.coalesceAnswers, on by default) saves.
+    'one-by-one': () => startGateway('one-by-one', pmsUrl, { oauth, server: { coalesceAnswers: false } }),
     uncached: () => startGateway('uncached', pmsUrl, { cache: { ttlMs: 0 } }),
     // Writes through a declared route: POST /v1/guests, with and without Idempotency-Key.
     'declared-writes': async () => {
@@ -413,6 +416,8 @@ async function main(): Promise<void> {
   const restricted = { ...auth, authorization: `Bearer ${restrictedKey}` }
 
   const single = { path: `/v1/properties/${id}`, headers: auth }
+  // A key of the right form that no store knows: the 401 rows, with answers ended together and one by one.
+  const unknownKey = { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }
   const list = { path: '/v1/properties?perPage=100', headers: auth }
   const replay: Reference[] = [{ kind: 'fastify' }, { kind: 'node' }]
   const pmsSingle: Reference[] = [{ kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, { kind: 'fastify' }]
@@ -430,7 +435,8 @@ async function main(): Promise<void> {
     // One connection: the time the gateway adds to one call, without queueing behind others.
     { name: 'GET /v1/properties/{id}, cache off, one connection', gateway: 'uncached', call: single, status: 200, references: pmsSingle, connections: 1, amount: Math.round(AMOUNT / 10) },
     { name: 'GET /v1/properties?perPage=100, cache off', gateway: 'uncached', call: list, status: 200, references: [{ kind: 'pms', call: { path: '/internal/v3/hotels?chain_code=ACME&lifecycle=LIVE&offset=0&limit=100', headers: pmsHeaders } }, { kind: 'fastify' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 20) },
-    { name: '401, unknown key', gateway: 'cached', call: { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }, status: 401, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: '401, unknown key', gateway: 'cached', call: unknownKey, status: 401, references: replay, connections: CONNECTIONS, amount: AMOUNT },
+    { name: '401, unknown key, each answer ended at once (server.coalesceAnswers false)', gateway: 'one-by-one', call: unknownKey, status: 401, references: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: '400, unknown parameter', gateway: 'cached', call: { path: '/v1/properties?per_page=100', headers: auth }, status: 400, references: replay, connections: CONNECTIONS, amount: AMOUNT },
     { name: '403 PROPERTY_ACCESS_DENIED, property outside the key\'s list', gateway: 'cached', call: { path: `/v1/properties/${id}`, headers: restricted }, status: 403, references: replay, connections: CONNECTIONS, amount: AMOUNT },
     {

@@ -1,7 +1,7 @@
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type onRequestHookHandler, type preHandlerAsyncHookHandler,
 } from 'fastify'
-import { createServer, type IncomingMessage, type RequestListener } from 'node:http'
+import { ServerResponse, type IncomingMessage, type RequestListener } from 'node:http'
 import type { Logger } from 'pino'
 import type { Metrics } from './admin/metrics.js'
 import type { Config } from './config.js'
@@ -9,6 +9,7 @@ import { errorHandler } from './contract/error-handler.js'
 import { ApiError } from './contract/errors.js'
 import { healthRoutes, HealthState } from './health.js'
 import { BrandDirectory } from './http/brands.js'
+import { CoalescedResponse, CoalescingServer } from './http/coalesced-response.js'
 import { clientErrorHandler, closeIdleReaders, connectHandler, serveEveryRequest } from './http/client-errors.js'
 import { LoadShedder } from './http/load-shedding.js'
 import { MAX_URL_LENGTH } from './http/limits.js'
@@ -79,11 +80,14 @@ function shedLoad(shedder: LoadShedder, metrics: Metrics | undefined) {
  */
 function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: RouteIndex) {
   return (handler: RequestListener) => {
-    const server = createServer({
+    const server = new CoalescingServer({
       headersTimeout: settings.headersTimeoutMs,
       requestTimeout: settings.requestTimeoutMs,
       keepAliveTimeout: settings.keepAliveTimeoutMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(settings.headersTimeoutMs / 2))),
+      // The answers of one turn end together (http/coalesced-response.ts). (Node's typings
+      // want a class generic over the request type, which a subclass of the plain one is not.)
+      ServerResponse: (settings.coalesceAnswers ? CoalescedResponse : ServerResponse) as typeof ServerResponse,
     })
     // Older Node versions take these only as properties.
     server.keepAliveTimeout = settings.keepAliveTimeoutMs

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net'
 import { ApiError, type ErrorCode } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
 import { PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problem.js'
+import { CoalescedResponse } from './coalesced-response.js'
 import { generateRequestId } from './request-context.js'
 import { MAX_URL_LENGTH } from './limits.js'
 import type { RouteIndex } from './route-index.js'
@@ -136,6 +137,13 @@ export function expectsContinue(req: IncomingMessage): boolean {
   return expect !== undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && CONTINUE.test(expect)
 }
 
+/** Runs the end() of this socket's answers that waits for the end of the turn, if any. */
+function endHeld(socket: HttpSocket): void {
+  for (const response of [socket._httpMessage, socket[kLatest]]) {
+    if (response instanceof CoalescedResponse) response.endNow()
+  }
+}
+
 /** Whether an answer to the request still being received has started. */
 function answered(socket: HttpSocket): boolean {
   if (socket._httpMessage?.headersSent === true) return true
@@ -194,6 +202,10 @@ export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
     // Once a response has started on this socket, another would corrupt it (docs/security.md,
     // "Slow clients"): the connection just closes.
     if (error.code === 'ECONNRESET' || !socket.writable || answered(socket)) {
+      // An answer whose end waits for the end of its turn (http/coalesced-response.ts) leaves
+      // first, whole, as it would have without waiting: the bytes after its request are what
+      // the parser refused.
+      if (error.code !== 'ECONNRESET' && socket.writable) endHeld(socket)
       socket.destroy()
       return
     }
