@@ -288,6 +288,12 @@ interface Row {
   amount: number
   gateway: Measure
   references: Compared[]
+  /**
+   * Every round's CPU per answer, gateway and references, in the order they ran (the JSON
+   * only): a row that reads differently from one run to the next shows whether one round or
+   * one side did it.
+   */
+  roundsCpuUs: { gateway: number[]; references: number[][] }
   breakdown?: Breakdown & { cpuUs: number; answers: number }
 }
 
@@ -572,7 +578,8 @@ async function main(): Promise<void> {
       const measure = summarise(name, m.references[i] as Measure[], ref.kind === 'pms' ? 200 : s.status)
       return { reference: name, measure, cpuRatio: round2(measure.cpuUs / gw.cpuUs), rpsRatio: round2(gw.rps / measure.rps), addedP50Us: gw.p50Us - measure.p50Us }
     })
-    return { scenario: s.name, connections: s.connections, amount: s.amount, gateway: gw, references }
+    const roundsCpuUs = { gateway: m.gateway.map((x) => round1(x.cpuUs)), references: m.references.map((list) => list.map((x) => round1(x.cpuUs))) }
+    return { scenario: s.name, connections: s.connections, amount: s.amount, gateway: gw, references, roundsCpuUs }
   })
 
   const calibration = calibrating ? await calibrate() : undefined
