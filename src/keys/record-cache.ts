@@ -11,6 +11,11 @@ import type { KeyStore } from './store.js'
 // known-record cache (docs/security.md, "Invented keys"). While the store is
 // unreachable, a cached record keeps working for `graceMs` past its lifetime; a record never
 // seen is answered 503 (docs/architecture.md §D9).
+//
+// When changes may have been missed (the subscription was lost), every record held is read
+// again before its next use rather than dropped: a read the store cannot answer yet (in a
+// Cluster failover, the subscription can be back before every slot answers this instance's
+// reads) falls back on the held copy, as it would while the store is down.
 
 export interface RecordCacheOptions {
   ttlMs: number
@@ -36,6 +41,8 @@ export class RecordCache<E extends Loaded> {
   /** Digests the store did not know, with no record: a few bytes each. */
   private readonly unknown: LRUCache<string, true>
   private readonly inFlight = new Map<string, Promise<E | undefined>>()
+  /** When changes were last possibly missed: a record loaded then or before is read again before its next use. */
+  private resyncedAt = Number.NEGATIVE_INFINITY
   private hits = 0
   private lookups = 0
 
@@ -61,7 +68,7 @@ export class RecordCache<E extends Loaded> {
       this.unknown.delete(digest)
     })
     store.onResync(() => {
-      this.cache.clear()
+      this.resyncedAt = Date.now()
       this.unknown.clear()
     })
   }
@@ -70,7 +77,7 @@ export class RecordCache<E extends Loaded> {
   lookup(digest: string): E | typeof UNKNOWN | undefined {
     this.lookups += 1
     const entry = this.cache.get(digest)
-    if (entry !== undefined) {
+    if (entry !== undefined && entry.loadedAt > this.resyncedAt) {
       this.hits += 1
       return entry
     }
@@ -114,9 +121,12 @@ export class RecordCache<E extends Loaded> {
   /** The cached record of `digest`, a fresh one from the store, or undefined when the store has none. */
   async load(digest: string): Promise<E | undefined> {
     // Not even a stale copy here: nothing to fall back on, so no slot in the known-record cache.
-    if (this.cache.peek(digest, { allowStale: true }) === undefined) return this.lookUp(digest)
+    const held = this.cache.peek(digest, { allowStale: true })
+    if (held === undefined) return this.lookUp(digest)
     const status: LRUCache.Status<string, E> = {}
-    const entry = await this.cache.fetch(digest, { status })
+    // A fresh copy from before a resync is read again; if the store cannot answer, lru-cache
+    // hands back the held copy (allowStaleOnFetchRejection), marked as stale.
+    const entry = await this.cache.fetch(digest, { status, forceRefresh: held.loadedAt <= this.resyncedAt })
     const unavailable = (): never => {
       throw new ApiError('SERVICE_UNAVAILABLE', this.options.unavailableDetail, { retryAfter: 1, cause: status.fetchError })
     }

@@ -22,9 +22,10 @@ import { eventually, keysUnder, PrivateRedis, REDIS_URL, removePrefix, testPrefi
 // and brand filter, suspend, resume and revoke as an operator and a partner see them, a
 // change reaching a second gateway through the pub/sub channel, the in-memory store's same
 // contract (the demo's), the record cache's counts in /status, a record read again once its
-// lifetime ends, the grace period and its end while Redis is down, the caches emptied when
-// the subscription comes back. The key tool runs in this process (as `npm run keys` runs it),
-// against real Redis under a prefix of each test's own; gateways over real sockets.
+// lifetime ends, the grace period and its end while Redis is down, the records held read again
+// when the subscription comes back (the copy kept while that read fails). The key tool runs in
+// this process (as `npm run keys` runs it), against real Redis under a prefix of each test's
+// own; gateways over real sockets.
 
 const ISSUER = 'http://127.0.0.1:4030/realms/partners'
 const PROPERTY_A = 'c0ffee00-0000-4000-8000-00000000000a'
@@ -627,7 +628,7 @@ describe('Redis down', () => {
 })
 
 describe('the subscription to changes, lost and back', () => {
-  it('empties the caches once it is back, as messages may have been missed meanwhile', async () => {
+  it('reads every held key again once it is back, as messages may have been missed meanwhile', async () => {
     const server = await PrivateRedis.start()
     const g = await gatewayIn('gw:', { keyCache: { ttlMs: 600_000, graceMs: 0, maxEntries: 10 } }, server.url)
     const redis = new Redis(server.url)
@@ -640,6 +641,43 @@ describe('the subscription to changes, lost and back', () => {
       await admitted(g.call, key)
       await redis.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
       expect(await eventually(async () => await statusOf(g.call, key) !== 200, 5000)).toBe(true)
+      await suspended(g.call, key)
+    } finally {
+      redis.disconnect()
+      await g.close()
+      await server.stop()
+    }
+  })
+
+  it('reads a held key again once it is back, and keeps it working while Redis cannot answer that read', async () => {
+    const server = await PrivateRedis.start()
+    const g = await gatewayIn('gw:', { keyCache: { ttlMs: 600_000, graceMs: 0, maxEntries: 10 } }, server.url)
+    const redis = new Redis(server.url)
+    // Denied HGETALLs of the gateway's user, as Redis's ACL log counts them.
+    const deniedReads = async () => ((await redis.call('ACL', 'LOG')) as unknown[][])
+      .filter((entry) => entry.includes('hgetall'))
+      .reduce((sum, entry) => sum + Number(entry[entry.indexOf('count') + 1]), 0)
+    try {
+      const { key } = await new RedisKeyStore(redis, 'gw:').create({ brand: 'acme', mode: 'live', properties: '*' })
+      expect(await eventually(async () => await subscribersAt(redis) === 1, 5000)).toBe(true)
+      await admitted(g.call, key)
+      // A suspension whose message this instance misses, while its reads of key records fail
+      // (as a Cluster's do for a slot whose master is still being replaced).
+      await redis.hset(`gw:key:${sha256(key)}`, 'status', 'suspended')
+      await redis.call('ACL', 'SETUSER', 'default', '-hgetall')
+      await redis.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+      // Each call admitted: before the subscription is back from the copy held, after it from
+      // the same copy, once the read again was refused.
+      const answers: number[] = []
+      expect(await eventually(async () => {
+        answers.push(await statusOf(g.call, key))
+        return await deniedReads() > 0
+      }, 10_000)).toBe(true)
+      expect(answers.every((status) => status === 200)).toBe(true)
+      await admitted(g.call, key)
+      await admitted(g.call, key)
+      // Reads work again: the next call reads the record, and the suspension holds.
+      await redis.call('ACL', 'SETUSER', 'default', '+hgetall')
       await suspended(g.call, key)
     } finally {
       redis.disconnect()
