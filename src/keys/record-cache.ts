@@ -43,6 +43,8 @@ export class RecordCache<E extends Loaded> {
   private readonly inFlight = new Map<string, Promise<E | undefined>>()
   /** When changes were last possibly missed: a record loaded then or before is read again before its next use. */
   private resyncedAt = Number.NEGATIVE_INFINITY
+  /** Resyncs so far: a read under way across one is made again. */
+  private resyncs = 0
   private hits = 0
   private lookups = 0
 
@@ -56,7 +58,7 @@ export class RecordCache<E extends Loaded> {
       noDeleteOnStaleGet: true,
       allowStaleOnFetchRejection: true,
       fetchMethod: async (digest) => {
-        const entry = await find(digest)
+        const entry = await this.read(digest)
         if (entry !== undefined) return entry
         // Not cached here (undefined leaves the known-record cache alone): remembered apart.
         this.unknown.set(digest, true)
@@ -69,8 +71,30 @@ export class RecordCache<E extends Loaded> {
     })
     store.onResync(() => {
       this.resyncedAt = Date.now()
+      this.resyncs += 1
       this.unknown.clear()
     })
+  }
+
+  /**
+   * The store's record of `digest`. A read under way when changes may have been missed can
+   * carry what the store held before one of them: it is made again.
+   */
+  private async read(digest: string): Promise<E | undefined> {
+    for (;;) {
+      const resyncs = this.resyncs
+      const entry = await this.find(digest)
+      if (resyncs === this.resyncs) return entry
+    }
+  }
+
+  /** A record read since the last resync and within its lifetime. */
+  private current(entry: E): boolean {
+    return entry.loadedAt > this.resyncedAt && Date.now() - entry.loadedAt <= this.options.ttlMs
+  }
+
+  private unavailable(cause: unknown): ApiError {
+    return new ApiError('SERVICE_UNAVAILABLE', this.options.unavailableDetail, { retryAfter: 1, cause })
   }
 
   /** The fresh record of `digest`, UNKNOWN when the store is known not to have it, undefined when it must be looked up. */
@@ -98,7 +122,7 @@ export class RecordCache<E extends Loaded> {
     if (pending === undefined) {
       pending = (async () => {
         try {
-          const entry = await this.find(digest)
+          const entry = await this.read(digest)
           if (entry === undefined) {
             this.unknown.set(digest, true)
             return undefined
@@ -114,7 +138,7 @@ export class RecordCache<E extends Loaded> {
     try {
       return await pending
     } catch (error) {
-      throw new ApiError('SERVICE_UNAVAILABLE', this.options.unavailableDetail, { retryAfter: 1, cause: error })
+      throw this.unavailable(error)
     }
   }
 
@@ -124,19 +148,23 @@ export class RecordCache<E extends Loaded> {
     const held = this.cache.peek(digest, { allowStale: true })
     if (held === undefined) return this.lookUp(digest)
     const status: LRUCache.Status<string, E> = {}
-    // A fresh copy from before a resync is read again; if the store cannot answer, lru-cache
-    // hands back the held copy (allowStaleOnFetchRejection), marked as stale.
+    // A copy still within its lifetime but from before a resync is read again too.
     const entry = await this.cache.fetch(digest, { status, forceRefresh: held.loadedAt <= this.resyncedAt })
-    const unavailable = (): never => {
-      throw new ApiError('SERVICE_UNAVAILABLE', this.options.unavailableDetail, { retryAfter: 1, cause: status.fetchError })
-    }
     if (entry === undefined) {
-      if (status.fetchError !== undefined) return unavailable()
+      if (status.fetchError !== undefined) throw this.unavailable(status.fetchError)
       // lru-cache puts back a stale copy when the store answers nothing; the record is gone.
       this.cache.delete(digest)
       return undefined
     }
-    if (status.returnedStale === true && Date.now() - entry.loadedAt > this.options.ttlMs + this.options.graceMs) return unavailable()
+    if (this.current(entry)) return entry
+    // The held copy, which lru-cache hands back when the read fails or is cut short
+    // (allowStaleOnFetchRejection), to every request that waited on that read; only the one
+    // that started it is told why (`status`), so the copy itself says. A read cut short by a
+    // change of the record or by its eviction left the copy out of the cache: the record is
+    // read again, outside it.
+    if (this.cache.peek(digest, { allowStale: true }) !== entry) return this.lookUp(digest)
+    // The store could not answer: the copy serves until its grace period ends.
+    if (Date.now() - entry.loadedAt > this.options.ttlMs + this.options.graceMs) throw this.unavailable(status.fetchError)
     return entry
   }
 

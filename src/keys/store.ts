@@ -307,11 +307,10 @@ export class RedisKeyStore implements KeyStore {
     subscriber.on('message', (channel: string, digest: string) => {
       if (channel === this.channel) for (const listener of this.listeners) listener(digest)
     })
-    // Messages published while the subscription was down are lost: whoever caches must
-    // forget what it holds once the subscription is back (ioredis resubscribes on ready).
-    // Emptying the caches while this instance cannot read keys would refuse keys the cache
-    // could still vouch for (the grace period): the resync waits until commands work again
-    // (the subscriber may reconnect before the command connection does).
+    // Messages published while the subscription was down are lost: whoever caches must read
+    // again what it holds once the subscription is back (ioredis resubscribes on ready). The
+    // resync waits until commands work again (the subscriber may reconnect before the command
+    // connection does), so that those reads can be answered.
     const resync = (): void => {
       void this.whenCommandsWork().then(() => {
         if (!this.closed) for (const listener of this.resyncListeners) listener()
