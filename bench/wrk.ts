@@ -137,9 +137,10 @@ export async function runWrk(request: WrkRequest, connections: number, size: { a
     }
   })
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
+  // 'close', not 'exit': wrk's last lines may still be on their way when it has exited.
   const code = await new Promise<number | null>((resolve, reject) => {
     child.once('error', reject)
-    child.once('exit', resolve)
+    child.once('close', resolve)
   }).finally(() => clearInterval(interrupting))
   const line = out.split('\n').find((l) => l.startsWith('WRK-RESULT '))
   if (code !== 0 || line === undefined) throw new Error(`wrk ${args.join(' ')} exited ${String(code)}: ${err.trim() || out.trim()}`)
