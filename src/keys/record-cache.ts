@@ -41,10 +41,14 @@ export class RecordCache<E extends Loaded> {
   /** Digests the store did not know, with no record: a few bytes each. */
   private readonly unknown: LRUCache<string, true>
   private readonly inFlight = new Map<string, Promise<E | undefined>>()
-  /** When changes were last possibly missed: a record loaded then or before is read again before its next use. */
-  private resyncedAt = Number.NEGATIVE_INFINITY
-  /** Resyncs so far: a read under way across one is made again. */
+  /**
+   * Resyncs so far, and changes published: a read under way across either is made again.
+   * Counts, not times, so that a step of the wall clock cannot reorder a read and a resync.
+   */
   private resyncs = 0
+  private changes = 0
+  /** The resync count when each record was read: one read before the last resync is read again before its next use. */
+  private readonly readAt = new WeakMap<E, number>()
   private hits = 0
   private lookups = 0
 
@@ -66,31 +70,36 @@ export class RecordCache<E extends Loaded> {
       },
     })
     store.onChange((digest) => {
+      this.changes += 1
       this.cache.delete(digest)
       this.unknown.delete(digest)
     })
     store.onResync(() => {
-      this.resyncedAt = Date.now()
       this.resyncs += 1
       this.unknown.clear()
     })
   }
 
   /**
-   * The store's record of `digest`. A read under way when changes may have been missed can
-   * carry what the store held before one of them: it is made again.
+   * The store's record of `digest`. A read under way when a change is published, or when
+   * changes may have been missed, can carry what the store held before it (Redis may have
+   * answered the read first, and the answer come in after the message, over the other
+   * connection): it is made again.
    */
   private async read(digest: string): Promise<E | undefined> {
     for (;;) {
-      const resyncs = this.resyncs
+      const { resyncs, changes } = this
       const entry = await this.find(digest)
-      if (resyncs === this.resyncs) return entry
+      if (resyncs === this.resyncs && changes === this.changes) {
+        if (entry !== undefined) this.readAt.set(entry, resyncs)
+        return entry
+      }
     }
   }
 
-  /** A record read since the last resync and within its lifetime. */
-  private current(entry: E): boolean {
-    return entry.loadedAt > this.resyncedAt && Date.now() - entry.loadedAt <= this.options.ttlMs
+  /** Whether a record was read since the last resync. */
+  private sinceResync(entry: E): boolean {
+    return this.readAt.get(entry) === this.resyncs
   }
 
   private unavailable(cause: unknown): ApiError {
@@ -101,7 +110,7 @@ export class RecordCache<E extends Loaded> {
   lookup(digest: string): E | typeof UNKNOWN | undefined {
     this.lookups += 1
     const entry = this.cache.get(digest)
-    if (entry !== undefined && entry.loadedAt > this.resyncedAt) {
+    if (entry !== undefined && this.sinceResync(entry)) {
       this.hits += 1
       return entry
     }
@@ -149,20 +158,22 @@ export class RecordCache<E extends Loaded> {
     if (held === undefined) return this.lookUp(digest)
     const status: LRUCache.Status<string, E> = {}
     // A copy still within its lifetime but from before a resync is read again too.
-    const entry = await this.cache.fetch(digest, { status, forceRefresh: held.loadedAt <= this.resyncedAt })
+    const entry = await this.cache.fetch(digest, { status, forceRefresh: !this.sinceResync(held) })
     if (entry === undefined) {
+      // Not reached while lru-cache hands back the held copy on a failed read; were it not to,
+      // a failure must stay a 503, never become an unknown key.
       if (status.fetchError !== undefined) throw this.unavailable(status.fetchError)
       // lru-cache puts back a stale copy when the store answers nothing; the record is gone.
       this.cache.delete(digest)
       return undefined
     }
-    if (this.current(entry)) return entry
-    // The held copy, which lru-cache hands back when the read fails or is cut short
+    // lru-cache hands back the held copy when the read fails or is cut short
     // (allowStaleOnFetchRejection), to every request that waited on that read; only the one
     // that started it is told why (`status`), so the copy itself says. A read cut short by a
     // change of the record or by its eviction left the copy out of the cache: the record is
     // read again, outside it.
     if (this.cache.peek(digest, { allowStale: true }) !== entry) return this.lookUp(digest)
+    if (this.sinceResync(entry) && Date.now() - entry.loadedAt <= this.options.ttlMs) return entry
     // The store could not answer: the copy serves until its grace period ends.
     if (Date.now() - entry.loadedAt > this.options.ttlMs + this.options.graceMs) throw this.unavailable(status.fetchError)
     return entry

@@ -1,12 +1,12 @@
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ApiError } from '../../src/contract/errors.js'
 import { RecordCache, type Loaded } from '../../src/keys/record-cache.js'
 import type { KeyStore } from '../../src/keys/store.js'
 
 // The record cache between its reads of the store and the changes published on the channel,
 // where the order of events decides what a partner is let through with: a read cut short by a
-// change, a read under way when the subscription comes back, and many requests waiting on one
-// read that fails. The store is a stand-in at the cache's edge (its reads are held and let go
+// change, a read under way when a change is published or the subscription comes back, a wall
+// clock that steps back, and many requests waiting on one read that fails. The store is a stand-in at the cache's edge (its reads are held and let go
 // by the test, its change and resync listeners called by it); the whole gateway over real
 // Redis is tested in test/mutation-kills/keys.test.ts.
 
@@ -32,12 +32,12 @@ class StandInStore {
     onResync: (listener: () => void) => { this.resyncListeners.push(listener) },
   } as unknown as KeyStore
 
-  /** What the cache reads: the record as it is when the read is answered. */
+  /** What the cache reads: the record as it was when the read reached the store, answered when the test lets it go. */
   readonly find = async (digest: string): Promise<Entry | undefined> => {
     this.reads += 1
+    const status = this.records.get(digest)
     if (this.holding) await new Promise<void>((resolve) => this.held.push(resolve))
     if (this.failing) throw new Error('connection refused')
-    const status = this.records.get(digest)
     return status === undefined ? undefined : { status, loadedAt: Date.now() }
   }
 
@@ -74,6 +74,10 @@ async function threeOnOneFailedRead(stand: StandInStore, cache: RecordCache<Entr
 }
 
 describe('the record cache, between reads and changes', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
   it('reads a record again when a change cuts short the read a resync asked for, and never hands back the copy from before', async () => {
     const stand = new StandInStore()
     const cache = cacheOver(stand)
@@ -92,20 +96,41 @@ describe('the record cache, between reads and changes', () => {
     expect(cache.lookup(DIGEST)).toMatchObject({ status: 'suspended' })
   })
 
-  it('makes a read again when the subscription comes back while it is under way', async () => {
+  it.each([
+    // A suspension whose message is lost; the resync comes before the read's answer.
+    ['the subscription comes back', (stand: StandInStore) => stand.resynced()],
+    // The suspension's message comes in before the answer to a read Redis made before it.
+    ['a change of its record is published', (stand: StandInStore) => stand.changed(DIGEST)],
+  ])('makes a read again when %s while it is under way', async (_event, event) => {
     const stand = new StandInStore()
     const cache = cacheOver(stand)
     stand.records.set(DIGEST, 'active')
     stand.holding = true
-    const loading = cache.load(DIGEST)
+    const first = cache.load(DIGEST)
     await settle()
-    // The store answers what it held before a change whose message is lost; the resync comes
-    // before that answer reaches the cache.
+    stand.records.set(DIGEST, 'suspended')
+    event(stand)
+    // A request after the event, while the first read is still under way.
+    const second = cache.load(DIGEST)
+    stand.letGo()
+    expect((await Promise.all([first, second])).map((entry) => entry?.status)).toEqual(['suspended', 'suspended'])
+    expect(stand.reads).toBe(2)
+    expect(cache.lookup(DIGEST)).toMatchObject({ status: 'suspended' })
+  })
+
+  it('orders reads and resyncs by count, not by the wall clock, which can step back', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(Date.parse('2026-11-25T10:00:05.000Z'))
+    const stand = new StandInStore()
+    const cache = cacheOver(stand)
+    stand.records.set(DIGEST, 'active')
+    expect(await cache.load(DIGEST)).toMatchObject({ status: 'active' })
+    // The clock steps back five seconds; then a suspension is missed and the subscription resyncs.
+    vi.setSystemTime(Date.parse('2026-11-25T10:00:00.000Z'))
     stand.records.set(DIGEST, 'suspended')
     stand.resynced()
-    stand.letGo()
-    expect(await loading).toMatchObject({ status: 'suspended' })
-    expect(stand.reads).toBe(2)
+    expect(cache.lookup(DIGEST)).toBeUndefined()
+    expect(await cache.load(DIGEST)).toMatchObject({ status: 'suspended' })
   })
 
   it('refuses every request waiting on one failed read once the copy is past its grace period, not only the first', async () => {
