@@ -61,13 +61,8 @@ export class RecordCache<E extends Loaded> {
       // A stale entry stays for `fetch` to fall back on while the store is down.
       noDeleteOnStaleGet: true,
       allowStaleOnFetchRejection: true,
-      fetchMethod: async (digest) => {
-        const entry = await this.read(digest)
-        if (entry !== undefined) return entry
-        // Not cached here (undefined leaves the known-record cache alone): remembered apart.
-        this.unknown.set(digest, true)
-        return undefined
-      },
+      // Undefined leaves the known-record cache alone: a miss is remembered apart.
+      fetchMethod: async (digest) => this.readRemembering(digest),
     })
     store.onChange((digest) => {
       this.changes += 1
@@ -95,6 +90,13 @@ export class RecordCache<E extends Loaded> {
         return entry
       }
     }
+  }
+
+  /** `read`, a digest the store does not know remembered as unknown. */
+  private async readRemembering(digest: string): Promise<E | undefined> {
+    const entry = await this.read(digest)
+    if (entry === undefined) this.unknown.set(digest, true)
+    return entry
   }
 
   /** Whether a record was read since the last resync. */
@@ -131,12 +133,8 @@ export class RecordCache<E extends Loaded> {
     if (pending === undefined) {
       pending = (async () => {
         try {
-          const entry = await this.read(digest)
-          if (entry === undefined) {
-            this.unknown.set(digest, true)
-            return undefined
-          }
-          this.cache.set(digest, entry)
+          const entry = await this.readRemembering(digest)
+          if (entry !== undefined) this.cache.set(digest, entry)
           return entry
         } finally {
           this.inFlight.delete(digest)
@@ -173,9 +171,10 @@ export class RecordCache<E extends Loaded> {
     // change of the record or by its eviction left the copy out of the cache: the record is
     // read again, outside it.
     if (this.cache.peek(digest, { allowStale: true }) !== entry) return this.lookUp(digest)
-    if (this.sinceResync(entry) && Date.now() - entry.loadedAt <= this.options.ttlMs) return entry
+    const age = Date.now() - entry.loadedAt
+    if (this.sinceResync(entry) && age <= this.options.ttlMs) return entry
     // The store could not answer: the copy serves until its grace period ends.
-    if (Date.now() - entry.loadedAt > this.options.ttlMs + this.options.graceMs) throw this.unavailable(status.fetchError)
+    if (age > this.options.ttlMs + this.options.graceMs) throw this.unavailable(status.fetchError)
     return entry
   }
 
