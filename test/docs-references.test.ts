@@ -12,9 +12,10 @@ import { describe, expect, it } from 'vitest'
 //   the repository's root, optionally followed by `, "<heading>"` or by ` §D<n>`. The file
 //   must exist; the heading must be one of its headings, word for word; `§D<n>` must begin
 //   one of its headings (docs/architecture.md numbers its choices so).
-// - A document that is not in the repository may not be cited at all: "decisions 5", a bare
-//   name of a contract document (routes.md, operations.md, … anywhere but under docs/), or
-//   a Markdown file by an absolute path or one that climbs out with `../`.
+// - A document that is not in the repository may not be cited at all: one of the contract's
+//   decisions by number, the bare name of one of the contract's documents (those FOREIGN
+//   lists, anywhere but under docs/), or a Markdown file by an absolute path or one that
+//   climbs out with `../`.
 //
 // This file names the patterns it looks for, so it leaves itself out of the scan.
 
@@ -139,14 +140,18 @@ describe('citations of documents in code (the matching at the top of this file)'
   })
 
   it('reports every citation of a document outside the repository', () => {
-    const text = '// (decisions 5) (decisions §10) (routes.md, step 7) (operations.md) pms-api.md ../notes/plan.md /srv/notes/plan.md https://example.com/a.md'
+    // The foreign names are put together here, so that this file, which the scan of the whole
+    // project leaves out, cites none of them to a reader either.
+    const decision = (number: string): string => `${'decisions'} ${number}`
+    const doc = (name: string): string => `${name}.md`
+    const text = `// (${decision('5')}) (${decision('§10')}) (${doc('routes')}, step 7) (${doc('operations')}) ${doc('pms-api')} ../notes/plan.md /srv/notes/plan.md https://example.com/a.md`
     const outside = 'cites a document outside the repository; cite docs/… instead'
     expect(citationProblems('test/a.test.ts', text, read)).toEqual([
-      { file: 'test/a.test.ts', citation: 'decisions 5', problem: outside },
-      { file: 'test/a.test.ts', citation: 'decisions §10', problem: outside },
-      { file: 'test/a.test.ts', citation: 'routes.md', problem: outside },
-      { file: 'test/a.test.ts', citation: 'operations.md', problem: outside },
-      { file: 'test/a.test.ts', citation: 'pms-api.md', problem: outside },
+      { file: 'test/a.test.ts', citation: decision('5'), problem: outside },
+      { file: 'test/a.test.ts', citation: decision('§10'), problem: outside },
+      { file: 'test/a.test.ts', citation: doc('routes'), problem: outside },
+      { file: 'test/a.test.ts', citation: doc('operations'), problem: outside },
+      { file: 'test/a.test.ts', citation: doc('pms-api'), problem: outside },
       { file: 'test/a.test.ts', citation: '../notes/plan.md', problem: outside },
       { file: 'test/a.test.ts', citation: '/srv/notes/plan.md', problem: outside },
     ])
