@@ -777,7 +777,7 @@ function tokenAgainstKey(rows: Row[]): string[] {
 function tracingLine(t: Results['tracing']): string {
   const us = (ns: number): string => (ns / 1000).toFixed(2)
   return `Tracing, in process, CPU per answer of the two hooks that carry it (request context and log line) on a cached GET: `
-    + `without tracing ${us(t.offNs)} µs (${t.untracedHooksAreTheOriginal ? 'the very hooks of a gateway without tracing' : 'NOT the untraced hooks'}); `
+    + `without tracing ${us(t.offNs)} µs (${t.untracedHooksMakeNoSpan ? 'hooks that make no span' : 'the untraced hooks made a span'}); `
     + `export at 1 % ${us(t.ratio1Ns)} µs (+${us(t.ratio1Ns - t.offNs)}); export at 100 % ${us(t.ratio100Ns)} µs (+${us(t.ratio100Ns - t.offNs)}).`
 }
 

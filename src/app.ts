@@ -137,6 +137,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'upstreamPath', 'upstreamQuery', 'upstreamCut', 'cacheResult', 'idempotencyKey', 'idempotency'] as const) {
     app.decorateRequest(field, null)
   }
+  app.decorateRequest('observed', false)
+  app.decorateRequest('logDeferred', false)
 
   const shedder = new LoadShedder(config.loadShedding)
   if (shedder.enabled) {
@@ -197,7 +199,13 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
   // log line and the metrics.
-  app.addHook('onRequest', requestContext(deps.tracing))
+  const observe = observeStage(deps.logger, deps.metrics, deps.tracing)
+  // A request whose partner leaves before its answer is written gets its line then, unless
+  // work for it goes on (a declared service's call), which writes it when it ends.
+  const abandoned = (request: FastifyRequest, reply: FastifyReply): void => {
+    if (!request.logDeferred) observe(request, reply, noop)
+  }
+  app.addHook('onRequest', requestContext(deps.tracing, abandoned))
   if (shedder.enabled) app.addHook('onRequest', shedLoad(shedder, deps.metrics))
   // A request no route serves is answered from its head: step 1 comes first (docs/architecture.md,
   // "Order of checks"). Left to the not-found handler, it would first have its body read and
@@ -212,7 +220,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     }
   })
   app.addHook('onSend', closeWhileDraining)
-  const observe = observeStage(deps.logger, deps.metrics, deps.tracing)
   app.addHook('onResponse', observe)
 
   app.setErrorHandler(errorHandler)
@@ -222,8 +229,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(propertyRoutes(deps.properties))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
-    // A streamed answer cut short never finishes: Fastify runs no onResponse hook for it, the
-    // proxy has its line written.
+    // An answer that never finished (cut short, or its partner gone while the call ran on):
+    // Fastify runs no onResponse hook for it, the proxy has its line written.
     await app.register(declaredRoutes(config.routes, deps.services, { ...deps.proxyHooks, onUnfinished: (request, reply) => observe(request, reply, noop) },
       deps.idempotency === undefined ? undefined : { records: deps.idempotency, maxBodyBytes: config.idempotency.maxBodyBytes }))
   }

@@ -49,5 +49,12 @@ declare module 'fastify' {
     idempotencyKey: string | null
     /** What the idempotency record did for this request (stored, replayed, …), for the log line. */
     idempotency: string | null
+    /** The request's log line and metrics are written (pipeline/log.ts): once, however it ended. */
+    observed: boolean
+    /**
+     * Work for the request goes on after its partner has gone (a declared service's call runs to
+     * its end): the line is written when that work ends, not when the partner leaves.
+     */
+    logDeferred: boolean
   }
 }

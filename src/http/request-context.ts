@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { randomUUID } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID, HEADER_REQUEST_ID } from '../contract/headers.js'
 import type { Tracing } from '../tracing/tracing.js'
 import { traceFromHeaders, type TraceContext } from './trace.js'
@@ -46,6 +46,30 @@ export function closeWhileDrainingHeader(request: FastifyRequest, reply: Fastify
   if (request.server.health.draining) reply.header('connection', 'close')
 }
 
+const kReply = Symbol('reply')
+type WatchedResponse = ServerResponse & { [kReply]?: FastifyReply }
+
+/** What to do about a request whose partner went away before its answer was written to the end. */
+export type AbandonedHandler = (request: FastifyRequest, reply: FastifyReply) => void
+
+/**
+ * Fastify runs a request's onResponse hooks only once its answer finished: a request whose
+ * partner leaves first would leave no log line and no count. The response's close says so.
+ * One listener per app, the reply found on the response, so a request allocates nothing for it.
+ */
+function closeWatcher(abandoned: AbandonedHandler): (reply: FastifyReply) => void {
+  function closed(this: WatchedResponse): void {
+    if (this.writableFinished) return
+    const reply = this[kReply] as FastifyReply
+    abandoned(reply.request, reply)
+  }
+  return (reply) => {
+    const res = reply.raw as WatchedResponse
+    res[kReply] = reply
+    res.on('close', closed)
+  }
+}
+
 export function requestContextStage(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   reply.headers(COMMON_HEADERS)
   reply.header(HEADER_REQUEST_ID, request.id)
@@ -62,9 +86,16 @@ function nothing(): void {}
  * server span (ended by the observe stage, pipeline/log.ts); without, it is the stage above
  * and a request pays nothing for tracing.
  */
-export function requestContext(tracing: Tracing | undefined) {
-  if (tracing === undefined) return requestContextStage
+export function requestContext(tracing: Tracing | undefined, abandoned: AbandonedHandler) {
+  const watchClose = closeWatcher(abandoned)
+  if (tracing === undefined) {
+    return function untracedRequestContext(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+      watchClose(reply)
+      requestContextStage(request, reply, done)
+    }
+  }
   return function tracedRequestContext(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    watchClose(reply)
     requestContextStage(request, reply, nothing)
     tracing.startServerSpan(request)
     done()

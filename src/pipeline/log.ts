@@ -60,11 +60,22 @@ const AUTH_FAILURES = new Set<ErrorCode>([
   'INVALID_ACCESS_TOKEN', 'ACCESS_TOKEN_EXPIRED', 'CLIENT_NOT_REGISTERED', 'CLIENT_SUSPENDED', 'INSUFFICIENT_SCOPE',
 ])
 
+/**
+ * The status logged and counted for a request whose partner went away before any answer was
+ * written: nginx's 499 ("client closed request"), which operators' tools already know. A
+ * partner never receives it.
+ */
+export const PARTNER_CLOSED_STATUS = 499
+
 export function observeStage(logger: Logger, metrics: Metrics | undefined, tracing?: Tracing) {
   const destination = (logger as unknown as Record<symbol, { write(line: string): void }>)[pino.symbols.streamSym] as { write(line: string): void }
   return function observe(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    // Once per request, however it ended (docs/operations.md, "Logs"): the answer finished, or
+    // the partner went away and the work for it ended since.
+    if (request.observed) return done()
+    request.observed = true
     const route = request.routeUrl
-    const status = reply.statusCode
+    const status = reply.raw.headersSent ? reply.statusCode : PARTNER_CLOSED_STATUS
     const code = request.errorCode
     if (logger.isLevelEnabled('info')) {
       destination.write(`${serializeLine({

@@ -62,8 +62,10 @@ export function serviceRequestHeaders(request: FastifyRequest, call: ServiceCall
     if (typeof value === 'string') out[name] = value
   }
   if (request.correlationId !== null) out['service-correlation-id'] = request.correlationId
-  const idempotencyKey = headers['idempotency-key']
-  if (typeof idempotencyKey === 'string' && IDEMPOTENCY_KEY_METHODS.has(request.method)) out['idempotency-key'] = idempotencyKey
+  // As step 3 read it: a key sent in quotes (an RFC 9651 string) reaches the service bare, as
+  // the same key sent bare does.
+  const idempotencyKey = request.idempotencyKey
+  if (idempotencyKey !== null && IDEMPOTENCY_KEY_METHODS.has(request.method)) out['idempotency-key'] = idempotencyKey
   addGatewayHeaders(out, request, call, token)
   return out
 }
@@ -159,7 +161,9 @@ export function mapLinks(value: string | string[], map: LocationMap): string | u
       const mapped = map.map(target)
       if (mapped === undefined) continue
       const passed = params.filter((p) => !/^anchor\s*=/i.test(p))
-      kept.push([`<${mapped}>`, ...passed].join('; '))
+      const link = [`<${mapped}>`, ...passed].join('; ')
+      // A parameter may carry a URL too (`title*`, an extension's own).
+      if (!map.namesInternalHost(link)) kept.push(link)
     }
   }
   return kept.length === 0 ? undefined : kept.join(', ')
@@ -175,10 +179,33 @@ interface LocationRule {
  * Maps the service's `Location` (its upstreamPath) back to the public path of a declared
  * route of the same upstream; undefined when it maps to none (the header is then dropped).
  */
+/** `%xx` decoded, repeatedly (a second encoding hides a host as well as the first); bad escapes kept as written. */
+function percentDecoded(text: string): string {
+  let current = text
+  for (let round = 0; round < 4; round += 1) {
+    const next = current.replace(/%([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+    if (next === current) break
+    current = next
+  }
+  return current
+}
+
 export class LocationMap {
   private readonly rules: LocationRule[]
+  /** Matches an upstream's host name as a whole name (not inside a longer one); undefined when none is known. */
+  private readonly internalHost: RegExp | undefined
 
-  constructor(policies: readonly RoutePolicy[], private readonly origins: readonly string[]) {
+  /**
+   * `internalHosts`: the host names of every upstream (the PMS and each service, sandboxes
+   * included). A mapped Location or link that names one anywhere, after percent-decoding, is
+   * dropped like one that maps to no route: a service's query string or parameter must not
+   * hand a partner an internal address (docs/architecture.md, "What the partner receives").
+   */
+  constructor(policies: readonly RoutePolicy[], private readonly origins: readonly string[], internalHosts: readonly string[] = []) {
+    const names = [...new Set(internalHosts.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1')))].filter((h) => h !== '')
+    this.internalHost = names.length === 0
+      ? undefined
+      : new RegExp(`(?:^|[^a-z0-9.-])(?:${names.map((h) => h.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')})(?:$|[^a-z0-9.-])`)
     this.rules = policies.flatMap((policy) => {
       if (policy.forward === undefined) return []
       const names = placeholders(policy.forward.path)
@@ -208,8 +235,14 @@ export class LocationMap {
       const values = new Map(rule.names.map((name, i) => [name, match[i + 1] as string]))
       const needed = pathParameterNames(rule.publicPath)
       if (!needed.every((name) => values.has(name))) continue
-      return `${rule.publicPath.replace(/\{([A-Za-z][A-Za-z0-9]*)\}/g, (_m, name: string) => values.get(name) as string)}${search}`
+      const mapped = `${rule.publicPath.replace(/\{([A-Za-z][A-Za-z0-9]*)\}/g, (_m, name: string) => values.get(name) as string)}${search}`
+      return this.namesInternalHost(mapped) ? undefined : mapped
     }
     return undefined
+  }
+
+  /** Whether `text` names an upstream's host anywhere, once percent-decoded. */
+  namesInternalHost(text: string): boolean {
+    return this.internalHost !== undefined && this.internalHost.test(percentDecoded(text).toLowerCase())
   }
 }

@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream'
 import { errors, type Dispatcher } from 'undici'
 import { ApiError } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID } from '../contract/headers.js'
+import { pathOf } from '../contract/problem.js'
 import { closedForWriteIdle, expectsContinue } from '../http/client-errors.js'
 import { MAX_HEAD_BYTES } from '../http/limits.js'
 import { closeWhileDrainingHeader } from '../http/request-context.js'
@@ -95,8 +96,6 @@ function unavailable(upstream: Upstream, error: UpstreamError): ApiError {
   })
 }
 
-function noop(): void {}
-
 function internal(cause: unknown): ApiError {
   return new ApiError('INTERNAL_ERROR', 'An unexpected error occurred; it has been logged.', { cause })
 }
@@ -131,17 +130,38 @@ function announcesBody(request: FastifyRequest): boolean {
   return BODY_METHODS.has(request.method) && (request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))
 }
 
+/**
+ * A service's problem as the partner gets it: its `instance` the partner's request path and its
+ * `requestId` the gateway's (the `Service-Request-Id`), every other field as the service wrote
+ * it, in its order. Undefined when the body is no JSON object.
+ */
+export function publicProblem(body: Buffer, instance: string, requestId: string): Buffer | undefined {
+  let problem: unknown
+  try {
+    problem = JSON.parse(utf8.decode(body))
+  } catch {
+    return undefined
+  }
+  if (typeof problem !== 'object' || problem === null || Array.isArray(problem)) return undefined
+  const fields = problem as Record<string, unknown>
+  fields.instance = instance
+  fields.requestId = requestId
+  return Buffer.from(JSON.stringify(fields))
+}
+
 /** An answer kept for replay, as the partner got it: the allowed headers of the service, mapped. */
 const REPLAYED_HEADERS = ['content-type', 'content-language', 'location', 'link'] as const
 
 /**
  * What tells two requests with one Idempotency-Key apart (docs/architecture.md, "Idempotency
- * records"): the public path and query as sent, the property, the body's type and its bytes.
+ * records"): what the service would receive of them. The path and query as they are forwarded
+ * (rebuilt from the validated values: `a@b` and `a%40b` are one query), the property, the
+ * body's type as it is forwarded (`Application/JSON; charset=UTF-8` and `application/json`
+ * are one type) and the body's bytes.
  */
 function fingerprintOf(request: FastifyRequest): string {
-  const type = request.headers['content-type']
   const body = request.body as Buffer | undefined
-  return digest(request.url, request.propertyId ?? '', typeof type === 'string' ? type : '', body ?? '')
+  return digest(`${request.upstreamPath as string}${request.upstreamQuery as string}`, request.propertyId ?? '', body === undefined ? '' : JSON_MEDIA_TYPE, body ?? '')
 }
 
 /** A record a request holds from its claim until it is answered or released. */
@@ -157,10 +177,18 @@ type AnswerHeaders = Record<string, string | string[] | undefined>
 /**
  * What a call does with the bytes of the service's answer: none yet (its head is awaited),
  * passed on as they come, kept whole for an Idempotency-Key's record, held while the record
- * of an answer too large to keep is released, or dropped (an answer refused: it is still read
- * to its end, so its connection serves the next call).
+ * of an answer too large to keep is released, read whole as a problem of the service's (whose
+ * `instance` and `requestId` become the partner's), or dropped (an answer refused: it is still
+ * read to its end, so its connection serves the next call).
  */
-type Mode = 'head' | 'stream' | 'keep' | 'hold' | 'drop'
+type Mode = 'head' | 'stream' | 'keep' | 'hold' | 'problem' | 'drop'
+
+/**
+ * The largest problem of a service's that is passed on: it is read whole to be rewritten. A
+ * problem is a few fields and at most a few hundred FieldErrors; a larger body is no problem
+ * the contract knows, and is answered 500.
+ */
+export const MAX_PROBLEM_BYTES = 256 * 1024
 
 const kForwarding = Symbol('forwarding')
 type PartnerResponse = ServerResponse & { [kForwarding]?: Forwarding }
@@ -224,6 +252,11 @@ class Forwarding implements Dispatcher.DispatchHandler {
       case 'hold':
         this.chunks.push(chunk)
         return
+      case 'problem':
+        this.chunks.push(chunk)
+        this.size += chunk.length
+        if (this.size > MAX_PROBLEM_BYTES) this.route.problemTooLarge(this)
+        return
       default:
         return
     }
@@ -237,6 +270,8 @@ class Forwarding implements Dispatcher.DispatchHandler {
       if (!res.writableEnded) res.end()
     } else if (this.mode === 'keep') {
       this.route.keep(this, Buffer.concat(this.chunks, this.size))
+    } else if (this.mode === 'problem') {
+      this.route.problem(this, Buffer.concat(this.chunks, this.size))
     }
   }
 
@@ -254,10 +289,11 @@ class Forwarding implements Dispatcher.DispatchHandler {
         this.reply.raw.destroy()
         return
       case 'keep':
+      case 'problem':
         this.route.cutBeforeSent(this, error)
         return
       default:
-        // Held: the release that is running finds the failure.
+        // Held: the release that is running finds the failure. Dropped: already answered.
         return
     }
   }
@@ -303,6 +339,11 @@ class Forwarding implements Dispatcher.DispatchHandler {
 
   /** Passes on what was held, then the rest as it comes. */
   release(): void {
+    // Nobody is left to pass it to: the call is not read further.
+    if (this.reply.raw.destroyed) {
+      this.route.abandon(this)
+      return
+    }
     this.begin(this.reply.getHeader('content-length') as string | undefined)
     const held = this.chunks
     this.chunks = []
@@ -358,7 +399,7 @@ class DeclaredRoute {
     const forward = policy.forward
     const service = services.get(forward.upstream)
     const origins = [service.live, ...(service.sandbox === undefined ? [] : [service.sandbox])].map((t) => t.origin)
-    this.locations = new LocationMap(policies.filter((p) => p.forward?.upstream === forward.upstream), origins)
+    this.locations = new LocationMap(policies.filter((p) => p.forward?.upstream === forward.upstream), origins, services.internalHosts)
     this.call = { tokenHeader: service.settings.tokenHeader, propertyScoped: policy.scope === 'property', scopes: scopesHeader }
     this.uuidParams = Object.entries(policy.pathParams).filter(([, rule]) => rule.type === 'uuid').map(([name]) => name)
     this.leaseMs = Math.max(service.settings.timeoutMs, service.settings.responseTimeoutMs) + 5000
@@ -380,15 +421,42 @@ class DeclaredRoute {
     // Every refusal of the gateway's own comes before the record (docs/architecture.md §D21):
     // the head's size too, measured as the call will send it.
     const headers = this.serviceHeaders(request, target, body)
+    // Gone before anything was sent on its behalf (its line is written): nothing is.
+    if (reply.raw.destroyed) return
+    // From here the request's work may outlive its partner: its line waits for the work's end.
+    request.logDeferred = true
     if (this.idempotency !== undefined && request.idempotencyKey !== null && idempotencyOf(this.policy, request.method) !== undefined) {
       this.claim(request, reply).then((replayed) => {
-        if (!replayed) this.send(request, reply, target, headers, body)
+        if (replayed) return
+        if (reply.raw.destroyed) {
+          // The partner left while the record was claimed: the request was never forwarded, so
+          // its record is freed and a retry is forwarded (docs/architecture.md §D24).
+          void this.release(request, this.held.get(request) as Held, 'partner went away before the request was forwarded')
+            .then(() => this.hooks.onUnfinished?.(request, reply))
+          return
+        }
+        this.send(request, reply, target, headers, body)
       }, (error: unknown) => {
-        reply.send(error)
+        this.deliver(request, reply, error)
       })
       return
     }
     this.send(request, reply, target, headers, body)
+  }
+
+  /**
+   * Answers the request with `payload` through Fastify; when its partner has gone, only its
+   * line is written (the answer has no one to go to).
+   */
+  private deliver(request: FastifyRequest, reply: FastifyReply, payload: unknown): void {
+    if (reply.raw.destroyed) {
+      this.hooks.onUnfinished?.(request, reply)
+      return
+    }
+    // Fastify's onResponse writes the line from here, or the request's close if the partner
+    // leaves while it is written.
+    request.logDeferred = false
+    reply.send(payload)
   }
 
   private send(request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, headers: Record<string, string>, body: Buffer | undefined): void {
@@ -470,16 +538,11 @@ class DeclaredRoute {
       throw new ApiError('SERVICE_UNAVAILABLE', 'Idempotency keys cannot be checked right now; retry in 1 second.', { retryAfter: 1, cause: error })
     }
     switch (result.kind) {
-      case 'claimed': {
-        const entry: Held = { lease: result.lease, settled: false }
-        this.held.set(request, entry)
-        // A request that ends before any answer took its record over (the partner went
-        // away, a refusal on the way out) frees it.
-        reply.raw.once('close', () => {
-          if (!entry.settled) this.settle(request, 'request ended before an answer', noop)
-        })
+      case 'claimed':
+        // Forwarded next, in the same turn: from then on the call decides (docs/architecture.md
+        // §D24), whether or not its partner waits for it.
+        this.held.set(request, { lease: result.lease, settled: false })
         return false
-      }
       case 'in_use':
         this.counted(request, 'in_use')
         throw new ApiError('IDEMPOTENCY_KEY_IN_USE', 'A request with this Idempotency-Key is still in flight; retry in 1 second to get its answer.', { retryAfter: 1 })
@@ -500,7 +563,7 @@ class DeclaredRoute {
     reply.headers(COMMON_HEADERS)
     // Echoed on successes only (docs/partners.md, "Every answer"), as on the answer first sent.
     if (answer.status >= 200 && answer.status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
-    reply.send(answer.body)
+    this.deliver(request, reply, answer.body)
   }
 
   private observe(request: FastifyRequest, target: ServiceTarget, outcome: UpstreamOutcome, status: number | null): void {
@@ -537,20 +600,18 @@ class DeclaredRoute {
       outcome = 'client_error'
     }
     this.observe(request, target, outcome, status)
-    if (reply.raw.destroyed) {
-      // The partner went away before the answer came (its record, if any, is already
-      // released): there is no one to send it to, and it is not read any further.
-      call.mode = 'drop'
-      call.done = true
-      this.cut(call, 'partner_closed')
-      call.controller?.abort(partnerGone())
+    const entry = this.held.get(request)
+    if (reply.raw.destroyed && entry === undefined) {
+      // The partner went away before the answer came: there is no one to send it to, and it
+      // is not read any further. (A keyed call goes on: its answer is kept or its record
+      // released, as if the partner waited, so that its retry gets it.)
+      this.abandon(call)
       return
     }
-    const entry = this.held.get(request)
     if (verdict !== undefined) {
       call.mode = 'drop'
       const refused = verdict
-      this.settle(request, `service answered ${status}`, () => reply.send(refused))
+      this.settle(request, `service answered ${status}`, () => this.deliver(request, reply, refused))
       return
     }
     if (entry !== undefined) entry.settled = true
@@ -575,7 +636,9 @@ class DeclaredRoute {
     if (status >= 200 && status < 300 && request.correlationId !== null) reply.header(HEADER_CORRELATION_ID, request.correlationId)
     // A connection whose request body was not read to its end cannot carry another request.
     if (!request.raw.complete) reply.header('connection', 'close')
-    if (entry !== undefined) call.mode = 'keep'
+    // A problem is read whole: it names the partner's request, not the service's.
+    if (status >= 400 && request.method !== 'HEAD') call.mode = 'problem'
+    else if (entry !== undefined) call.mode = 'keep'
     else call.begin(headers['content-length'])
   }
 
@@ -585,7 +648,7 @@ class DeclaredRoute {
     const failure = target.upstream.failure(error)
     this.observe(request, target, failure.outcome, null)
     const refused = refusal(target.upstream, failure, callerOf(request).principal)
-    this.settle(request, failure.outcome, () => reply.send(refused))
+    this.settle(request, failure.outcome, () => this.deliver(request, reply, refused))
   }
 
   /** A keyed request's answer, read whole (docs/architecture.md §D22): kept, then sent. */
@@ -607,7 +670,7 @@ class DeclaredRoute {
     } catch (error) {
       request.log.warn({ err: error }, 'idempotency answer not kept (Redis failed); its record frees itself when its lease runs out')
     }
-    reply.send(body)
+    this.deliver(request, reply, body)
   }
 
   /** A keyed request's answer over maxBodyBytes: passed on as it comes, its record released first. */
@@ -628,10 +691,53 @@ class DeclaredRoute {
     this.cut(call, call.cutReason())
     const entry = this.held.get(request) as Held
     const answer = (): void => {
-      reply.send(unavailable(target.upstream, target.upstream.failure(error)))
+      this.deliver(request, reply, unavailable(target.upstream, target.upstream.failure(error)))
     }
-    if (call.mode === 'hold') answer()
+    if (call.mode === 'hold' || entry === undefined) answer()
     else void this.release(request, entry, 'answer cut').then(answer)
+  }
+
+  /** The partner went away and nothing is left to do for it: the call is not read further, and the line is written. */
+  abandon(call: Forwarding): void {
+    call.mode = 'drop'
+    if (!call.done) {
+      call.done = true
+      call.controller?.abort(partnerGone())
+    }
+    this.cut(call, 'partner_closed')
+    this.hooks.onUnfinished?.(call.request, call.reply)
+  }
+
+  /**
+   * A problem of the service's, read whole: passed on (or kept, for a keyed request) with the
+   * partner's request path as its `instance` and the gateway's request id as its `requestId`
+   * (docs/architecture.md, "What the partner receives"); a body that is no JSON object is the
+   * service breaking its contract, 500.
+   */
+  problem(call: Forwarding, body: Buffer): void {
+    const { request, reply, target } = call
+    const entry = this.held.get(request)
+    const rewritten = publicProblem(body, pathOf(request.url), request.id)
+    if (rewritten === undefined) {
+      const refused = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${call.status} with a problem that is not a JSON object`))
+      this.settle(request, 'problem not JSON', () => this.deliver(request, reply, refused))
+      return
+    }
+    if (entry !== undefined && rewritten.length <= this.maxKeptBytes) {
+      void this.keepAndSend(call, rewritten)
+      return
+    }
+    this.settle(request, 'answer over maxBodyBytes', () => this.deliver(request, reply, rewritten))
+  }
+
+  /** A problem of the service's over MAX_PROBLEM_BYTES: not read further, 500. */
+  problemTooLarge(call: Forwarding): void {
+    const { request, reply, target } = call
+    call.mode = 'drop'
+    call.done = true
+    call.controller?.abort(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: a problem over ${MAX_PROBLEM_BYTES} bytes`))
+    const refused = internal(new UpstreamError('bad-response', 'bad_response', `${target.upstream.name}: answered ${call.status} with a problem over ${MAX_PROBLEM_BYTES} bytes`))
+    this.settle(request, 'problem too large', () => this.deliver(request, reply, refused))
   }
 
   /** An answer that ended before its end. */

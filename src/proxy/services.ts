@@ -26,6 +26,11 @@ export interface Service {
 
 export class Services {
   private readonly byName = new Map<string, Service>()
+  /**
+   * The host name of every upstream, the PMS and its sandbox included: no answer a partner gets
+   * may name one (proxy/headers.ts, LocationMap).
+   */
+  readonly internalHosts: readonly string[]
 
   /** `clientSpans`, with tracing on, makes the interceptor of each upstream's client spans. */
   constructor(config: Config, dispatcher?: Dispatcher, clientSpans?: (upstream: string) => Interceptor) {
@@ -47,6 +52,8 @@ export class Services {
         sandbox: settings.sandbox === undefined ? undefined : target(`${settings.name}Sandbox`, settings.sandbox.url, settings.sandbox.token),
       })
     }
+    const urls = [config.pms?.url, config.pmsSandbox?.url, ...Object.values(config.upstreams).flatMap((u) => [u.url, u.sandbox?.url])]
+    this.internalHosts = urls.filter((url) => url !== undefined).map((url) => new URL(url).hostname)
   }
 
   get(name: string): Service {

@@ -155,14 +155,15 @@ export class Tracing {
   endServerSpan(request: FastifyRequest, reply: FastifyReply): void {
     const span = request.span as Span
     if (span.isRecording()) {
-      const status = reply.statusCode
+      // A partner that went away before any answer was written got none: no status to record.
+      const status = reply.raw.headersSent ? reply.statusCode : 0
       // A declared route by its declared path, a built-in one as `/v1/properties/{propertyId}`.
       const route = request.routeUrl === null ? undefined : request.routeOptions.config.policy?.path
       if (route !== undefined) {
         span.updateName(`${spanName(request.method)} ${route}`)
         span.setAttribute('http.route', route)
       }
-      span.setAttribute('http.response.status_code', status)
+      if (status !== 0) span.setAttribute('http.response.status_code', status)
       if (status >= 400) span.setAttribute('error.type', request.errorCode ?? String(status))
       // A 4xx is the caller's mistake, not a failure of the server (HTTP semantic conventions).
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR })

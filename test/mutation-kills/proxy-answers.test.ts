@@ -126,7 +126,7 @@ describe('which answers of a service pass', () => {
     }
   })
 
-  it('passes a 400 problem+json as it is, and refuses a 400 announced empty: from 400 on, only a problem passes', async () => {
+  it('passes a 400 problem+json on with the partner\'s path as its instance, and refuses a 400 announced empty: from 400 on, only a problem passes', async () => {
     const s = await startWithService()
     try {
       s.service.setFailure({ mode: 'problem-4xx', status: 400, times: 1 })
@@ -135,7 +135,7 @@ describe('which answers of a service pass', () => {
         status: 400, type: PROBLEM_JSON,
         body: {
           type: 'https://developer.example.com/errors/bad-request', title: 'Bad request', status: 400, detail: 'The guest was changed by another request.',
-          moreInfo: 'Check the request against the API reference.', instance: '/partner/v1/guests', code: 'BAD_REQUEST', errors: [],
+          moreInfo: 'Check the request against the API reference.', instance: '/v1/guests', code: 'BAD_REQUEST', errors: [],
           requestId: passed.headers['service-request-id'], timestamp: expect.stringMatching(TIMESTAMP),
         },
       })

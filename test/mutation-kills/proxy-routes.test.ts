@@ -131,9 +131,12 @@ describe('what the service receives (docs/architecture.md, "What the service rec
       const res = await call(s, 'GET', `/v1/guests/${UPPER_ID}/tags/Vip-Gold`)
       const path = `/partner/v1/guests/${UPPER_ID.toLowerCase()}/tags/Vip-Gold`
       expect(s.service.received.map((r) => r.path)).toEqual([path])
-      // The stand-in has no such endpoint: its problem is passed on.
+      // The stand-in has no such endpoint: its problem is passed on, naming the partner's request.
       expect(res.statusCode).toBe(404)
-      expect(JSON.parse(res.body)).toEqual({ ...problemBody('ROUTE_NOT_FOUND', `No endpoint at ${path}.`, path, res.headers['service-request-id'] as string), timestamp: expect.stringMatching(TIMESTAMP) })
+      expect(JSON.parse(res.body)).toEqual({
+        ...problemBody('ROUTE_NOT_FOUND', `No endpoint at ${path}.`, `/v1/guests/${UPPER_ID}/tags/Vip-Gold`, res.headers['service-request-id'] as string),
+        timestamp: expect.stringMatching(TIMESTAMP),
+      })
     } finally {
       await s.close()
     }
@@ -259,7 +262,7 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
     }
   })
 
-  it('frees the record of a partner who left before the answer, drops the late answer, and forwards the retry with the same key again', async () => {
+  it('keeps the answer of a partner who left after its request was forwarded: a retry meanwhile is 409, afterwards the replay, and the first request has its line', async () => {
     const redis = new Redis(REDIS_URL)
     const s = await startWithService()
     try {
@@ -275,20 +278,22 @@ describe('Idempotency-Key records (docs/architecture.md, "Idempotency records")'
       expect(await eventually(async () => receivedWith(s.service, idempotencyKey) === 1, 10_000)).toBe(true)
       controller.abort()
       expect(await gone).toBe('aborted')
-      // Released as the partner's connection closed.
-      expect(await eventually(async () => (await redis.exists(record)) === 0, 10_000)).toBe(true)
-      // The service's late answer finds no one to send it to: the call is counted as answered,
-      // marked as cut by the partner, and the answer is neither read on nor kept.
-      expect(await eventually(async () => linesOf(await metricsOf(s), 'gateway_upstream_calls_cut_total').length > 0, 10_000)).toBe(true)
-      const metrics = await metricsOf(s)
-      expect(linesOf(metrics, 'gateway_upstream_calls_cut_total')).toEqual(['gateway_upstream_calls_cut_total{upstream="bookings",reason="partner_closed"} 1'])
-      expect(linesOf(metrics, 'gateway_upstream_requests_total')).toEqual(['gateway_upstream_requests_total{upstream="bookings",outcome="success"} 1'])
-      expect(logged(s, 'idempotency record was taken over before the answer came; the answer is not kept')).toEqual([])
-
+      // The call runs on: the record stays in flight, and the retry is told to wait.
+      expectProblem(await post(s, idempotencyKey), { code: 'IDEMPOTENCY_KEY_IN_USE', instance: '/v1/guests', headers: { 'retry-after': '1' } })
+      // Once the service answers, the answer is kept: the retry gets it, and nothing is created twice.
+      expect(await eventually(async () => (await redis.get(record))?.startsWith('D') === true, 10_000)).toBe(true)
       const retry = await post(s, idempotencyKey)
-      expect({ status: retry.statusCode, replayed: retry.headers['idempotent-replayed'] }).toEqual({ status: 201, replayed: undefined })
-      expect(receivedWith(s.service, idempotencyKey)).toBe(2)
-      expect(await requestLine(s, retry)).toMatchObject({ idempotency: 'stored', upstreamStatus: 201 })
+      expect({ status: retry.statusCode, replayed: retry.headers['idempotent-replayed'] }).toEqual({ status: 201, replayed: 'true' })
+      expect(receivedWith(s.service, idempotencyKey)).toBe(1)
+      expect(s.service.writesOf(idempotencyKey)).toEqual({ created: 1, updated: 0 })
+      // The first request was neither cut nor lost: its line and its count say the partner left (499), the service created, the answer kept.
+      const metrics = await metricsOf(s)
+      expect(linesOf(metrics, 'gateway_upstream_calls_cut_total')).toEqual([])
+      expect(linesOf(metrics, 'gateway_upstream_requests_total')).toEqual(['gateway_upstream_requests_total{upstream="bookings",outcome="success"} 1'])
+      expect(metrics.split('\n').filter((l) => l.startsWith('gateway_http_requests_total{') && l.includes('status="499"')))
+        .toEqual(['gateway_http_requests_total{route="/v1/guests",method="POST",status="499",code=""} 1'])
+      const first = s.t.logs.records().filter((r) => r.msg === 'request' && r.status === 499)
+      expect(first).toEqual([expect.objectContaining({ route: '/v1/guests', method: 'POST', upstream: 'bookings', upstreamStatus: 201, idempotency: 'stored', upstreamCut: null, keyId: s.keyId })])
     } finally {
       await s.close()
       redis.disconnect()

@@ -1,3 +1,4 @@
+import { request } from 'undici'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { Hotel } from '../../mocks/pms/data.js'
 import { MockPms } from '../../mocks/pms/server.js'
@@ -155,6 +156,28 @@ describe('what a key may see (docs/architecture.md, "Properties")', () => {
     expect(sentFresh?.tracestate).toBeUndefined()
     const line = t.logs.records().find((r) => r.reqId === fresh.headers['service-request-id'] && r.msg === 'request')
     expect(sentFresh?.traceparent).toContain(`-${String(line?.traceId)}-`)
+  })
+
+  it('writes the line and the count of a request whose partner left before its answer: 499', async () => {
+    const id = activeIds(t.pms, 'ACME')[12] as string
+    t.pms.received.length = 0
+    t.pms.setFailure({ mode: 'latency', latencyMs: 800, times: 1 })
+    const controller = new AbortController()
+    const gone = request(`${t.url}/v1/properties/${id}`, {
+      signal: controller.signal, headers: { host: 'api.acme-hotels.example', 'user-agent': 'facade-test/1.0', authorization: `Bearer ${allKey}` },
+    }).then(() => 'answered', () => 'closed')
+    expect(await eventually(async () => calls(t.pms, id) === 1, 10_000)).toBe(true)
+    controller.abort()
+    expect(await gone).toBe('closed')
+    const line = (): Record<string, unknown> | undefined => t.logs.records().find((r) => r.msg === 'request' && r.status === 499)
+    expect(await eventually(async () => line() !== undefined, 10_000)).toBe(true)
+    expect(line()).toMatchObject({ method: 'GET', route: '/v1/properties/:propertyId', status: 499, code: null, brand: 'acme', keyId: expect.any(String) })
+    await t.gateway.admin.ready()
+    expect((await t.gateway.admin.inject({ url: '/metrics' })).body)
+      .toMatch(/^gateway_http_requests_total\{route="\/v1\/properties\/:propertyId",method="GET",status="499",code=""\} 1$/m)
+    // The PMS's late answer is cached and served to the next partner; the first gets no second line.
+    expectEnvelope(remember(await t.get(`/v1/properties/${id}`, allKey)))
+    expect(t.logs.records().filter((r) => r.msg === 'request' && r.status === 499)).toHaveLength(1)
   })
 
   it('shares one PMS call among twenty concurrent cold reads', async () => {

@@ -456,6 +456,30 @@ describe('a call has an end', () => {
     }
   })
 
+  it('writes the line and the count of a request whose partner left before the service answered: 499, the service\'s status, cut', async () => {
+    const g = await gatewayWith({})
+    try {
+      const partnerKey = await g.key()
+      service.setFailure({ mode: 'latency', latencyMs: 800, times: 1 })
+      const controller = new AbortController()
+      const gone = request(`${g.url}/v1/guests`, {
+        signal: controller.signal, headers: { host: ACME_HOST, 'user-agent': 'bounds-test/1.0', authorization: `Bearer ${partnerKey}` },
+      }).then(() => 'answered', () => 'closed')
+      expect(await eventually(async () => service.received.length === 1, 10_000)).toBe(true)
+      controller.abort()
+      expect(await gone).toBe('closed')
+      const line = await cutLine(g)
+      expect(line).toMatchObject({ route: '/v1/guests', method: 'GET', status: 499, code: null, upstream: 'bookings', upstreamStatus: 200, upstreamCut: 'partner_closed', keyId: expect.any(String) })
+      expect(g.logs.records().filter((r) => r.msg === 'request')).toHaveLength(1)
+      await g.gateway.admin.ready()
+      const metrics = (await g.gateway.admin.inject({ url: '/metrics' })).body
+      expect(metrics).toMatch(/^gateway_http_requests_total\{route="\/v1\/guests",method="GET",status="499",code=""\} 1$/m)
+      expect(metrics).toMatch(/^gateway_upstream_calls_cut_total\{upstream="bookings",reason="partner_closed"\} 1$/m)
+    } finally {
+      await g.close()
+    }
+  })
+
   it('serves a partner that reads slowly but keeps taking bytes, however long the answer takes', async () => {
     // The idle bound is many times the pause between reads, so a stalled test process cannot
     // pass for a partner that stopped reading; the whole answer still takes longer than it.
@@ -508,6 +532,44 @@ describe('answers', () => {
     })
     expect(res.headers.link).toBe(`</v1/guests?page=2&perPage=2>; rel="next", </v1/guests?page=1&perPage=2>; rel="first"; title="First, page", </v1/guests/${(guests[0] as Guest).id}>; rel="item"`)
     expect(res.headers['content-language']).toBe('en-GB')
+  })
+
+  it('drops a Location or a link that names an upstream\'s host anywhere, encoded or not, as an unmapped one', async () => {
+    const host = new URL(service.url).hostname
+    const guest = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
+    for (const location of [
+      `/partner/v1/guests/${guest}?next=http://${host}/secret`,
+      `/partner/v1/guests/${guest}?next=http%3A%2F%2F${host}%2Fsecret`,
+      `/partner/v1/guests/${guest}?next=http%253A%252F%252F${host}`,
+    ]) {
+      service.setFailure({ mode: 'redirect', location, times: 1 })
+      const res = await call('GET', '/v1/guests')
+      expect({ status: res.statusCode, location: res.headers.location }).toEqual({ status: 302, location: undefined })
+    }
+    service.setFailure({ mode: 'redirect', location: `/partner/v1/guests/${guest}?next=/v1/rooms`, times: 1 })
+    expect((await call('GET', '/v1/guests')).headers.location).toBe(`/v1/guests/${guest}?next=/v1/rooms`)
+    service.setFailure({
+      mode: 'links', times: 1,
+      link: [`</partner/v1/guests?page=2>; rel="next"; title="see http://${host}:4020/internal"`, `</partner/v1/guests?page=1>; rel="first"`, `</partner/v1/guests/${guest}?from=${host}>; rel="item"`],
+    })
+    expect((await call('GET', '/v1/guests?perPage=2')).headers.link).toBe('</v1/guests?page=1>; rel="first"')
+  })
+
+  it('passes a problem of the service\'s on with the partner\'s path as its instance and the gateway\'s request id, and refuses one that is no JSON object', async () => {
+    const guest = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
+    const own = {
+      type: 'https://bookings.internal/errors/guest-not-found', title: 'Guest not found', status: 404, detail: 'No such guest.', moreInfo: '',
+      instance: `/partner/v1/guests/${guest}`, code: 'GUEST_NOT_FOUND', errors: [], requestId: 'bookings-req-77', timestamp: '2026-11-26T12:00:00.000Z',
+    }
+    service.setFailure({ mode: 'exact', status: 404, headers: { 'content-type': 'application/problem+json' }, body: JSON.stringify(own), times: 1 })
+    const res = await call('GET', `/v1/guests/${guest.toUpperCase()}?with=messages`)
+    expect(res.statusCode).toBe(404)
+    expect(res.body).toBe(JSON.stringify({ ...own, instance: `/v1/guests/${guest.toUpperCase()}`, requestId: res.headers['service-request-id'] }))
+    expect(res.headers['content-length']).toBe(String(Buffer.byteLength(res.body)))
+    for (const body of ['[1,2]', 'not json', '']) {
+      service.setFailure({ mode: 'exact', status: 404, headers: { 'content-type': 'application/problem+json' }, body, times: 1 })
+      expectProblem(await call('GET', `/v1/guests/${guest}`), { code: 'INTERNAL_ERROR', instance: `/v1/guests/${guest}`, detail: 'An unexpected error occurred; it has been logged.' })
+    }
   })
 
   it('answers an encoded body 500, having asked for identity', async () => {

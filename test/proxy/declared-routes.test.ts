@@ -445,20 +445,20 @@ describe('what the partner receives', () => {
     expectOnlyAllowedHeaders(res)
   })
 
-  it("passes the service's problem+json 4xx on: 404 and 422 with its field errors", async () => {
+  it("passes the service's problem+json 4xx on, naming the partner's request: 404 and 422 with its field errors", async () => {
     const missing = '00000000-0000-4000-8000-000000000001'
     const notFound = await call('GET', `/v1/guests/${missing}`, { headers: { 'service-correlation-id': 'corr-404' } })
     expect(notFound.statusCode).toBe(404)
     expect(notFound.headers['content-type']).toBe('application/problem+json; charset=utf-8')
     expect(notFound.headers['service-correlation-id']).toBeUndefined()
     expect(JSON.parse(notFound.body)).toEqual({
-      ...problemBody('GUEST_NOT_FOUND', `No guest with id '${missing}' exists for this brand.`, `/partner/v1/guests/${missing}`, notFound.headers['service-request-id'] as string),
+      ...problemBody('GUEST_NOT_FOUND', `No guest with id '${missing}' exists for this brand.`, `/v1/guests/${missing}`, notFound.headers['service-request-id'] as string),
       timestamp: expect.stringMatching(TIMESTAMP),
     })
     const invalid = await call('POST', '/v1/guests', { body: '{"firstName":"","email":"nope","vip":true}' })
     expect(invalid.statusCode).toBe(422)
     expect(JSON.parse(invalid.body)).toEqual({
-      ...problemBody('VALIDATION_FAILED', 'The request body failed validation.', '/partner/v1/guests', invalid.headers['service-request-id'] as string, [
+      ...problemBody('VALIDATION_FAILED', 'The request body failed validation.', '/v1/guests', invalid.headers['service-request-id'] as string, [
         { field: 'firstName', code: 'INVALID_FORMAT', detail: 'firstName must be a string of 1 to 100 characters.' },
         { field: 'lastName', code: 'REQUIRED', detail: 'lastName is required.' },
         { field: 'email', code: 'INVALID_FORMAT', detail: 'email must be an email address such as jane@example.com.' },

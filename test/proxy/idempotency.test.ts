@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { request } from 'undici'
+import { Agent, request, type Dispatcher } from 'undici'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { MockService } from '../../mocks/service/server.js'
 import type { FileConfigInput } from '../../src/config.js'
@@ -53,12 +53,17 @@ interface CallOptions {
   headers?: Record<string, string>
   body?: string
   url?: string
+  /** Aborting it closes the partner's connection. */
+  signal?: AbortSignal
+  /** A connection pool of the request's own. */
+  dispatcher?: Dispatcher
 }
 
 async function call(method: string, path: string, options: CallOptions = {}): Promise<Answer> {
   const headers: Record<string, string> = { host: ACME_HOST, 'user-agent': 'idem-test/1.0', authorization: `Bearer ${options.key ?? key}`, ...options.headers }
   if (options.body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
-  const res = await request(`${options.url ?? t.url}${path}`, { method: method as 'POST', headers, body: options.body })
+  const res = await request(`${options.url ?? t.url}${path}`, { method: method as 'POST', headers, body: options.body, ...(options.signal === undefined ? {} : { signal: options.signal }),
+    ...(options.dispatcher === undefined ? {} : { dispatcher: options.dispatcher }) })
   const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
   checkAnswer(method, path, answer, t.gateway.app.gatewayConfig)
   return answer
@@ -246,6 +251,21 @@ describe('the record', () => {
     expect(receivedWith(idempotencyKey)).toBe(1)
   })
 
+  it('tells requests apart by what the service receives: the query as forwarded, the media type normalised', async () => {
+    // The same request spelled two ways reaches the service as the same bytes: a retry, not a reuse.
+    const idempotencyKey = newKey()
+    const first = await call('POST', '/v1/guests?email=a@b.example', { body: GUEST, headers: { 'idempotency-key': idempotencyKey } })
+    expectCreated(first)
+    for (const [path, type] of [['/v1/guests?email=a%40b.example', 'application/json'], ['/v1/guests?email=a@b.example', 'Application/JSON; charset=UTF-8']] as const) {
+      const again = await call('POST', path, { body: GUEST, headers: { 'idempotency-key': idempotencyKey, 'content-type': type } })
+      expectReplay(again, first)
+    }
+    expect(receivedWith(idempotencyKey)).toBe(1)
+    // Another value is another request.
+    expectProblem(await call('POST', '/v1/guests?email=a@c.example', { body: GUEST, headers: { 'idempotency-key': idempotencyKey } }),
+      { code: 'IDEMPOTENCY_KEY_REUSED', instance: '/v1/guests' })
+  })
+
   it('works on PATCH: one change per key', async () => {
     const guestId = (service.guestsOf('acme')[0] as { id: string }).id
     const idempotencyKey = newKey()
@@ -264,7 +284,6 @@ describe('the record', () => {
       detail: 'This Idempotency-Key was used for a different request; send a new key with each new request.',
     }
     expectProblem(await post(idempotencyKey, { body: GUEST.replace('Ann', 'Bob') }), reused)
-    expectProblem(await post(idempotencyKey, { headers: { 'content-type': 'application/json; charset=utf-8' } }), reused)
     expectProblem(await call('POST', '/v1/guests?page=2', { body: GUEST, headers: { 'idempotency-key': idempotencyKey } }), { ...reused, instance: '/v1/guests' })
     expect(receivedWith(idempotencyKey)).toBe(1)
     // One key on another route (or method) is another record.
@@ -289,6 +308,29 @@ describe('the record', () => {
     expectCreated(answered)
     expectReplay(await post(idempotencyKey), answered)
     expect(receivedWith(idempotencyKey)).toBe(1)
+  })
+
+  it('a partner that goes away after its request was forwarded changes nothing: a retry meanwhile is 409, afterwards the replay, one creation', async () => {
+    // The review's case (docs/security.md, "Findings of the review of wave 3", 1): a slow
+    // service, the partner's socket closed while it works, the same request again at once.
+    const idempotencyKey = newKey()
+    const earlier = new Set(await records())
+    // Within the route's timeoutMs (2 s): the service answers, late.
+    service.setFailure({ mode: 'latency', latencyMs: 1500, times: 1 })
+    const controller = new AbortController()
+    const gone = post(idempotencyKey, { signal: controller.signal }).then(() => 'answered', () => 'closed')
+    expect(await eventually(async () => receivedWith(idempotencyKey) === 1, 10_000)).toBe(true)
+    controller.abort()
+    expect(await gone).toBe('closed')
+    expectProblem(await post(idempotencyKey), { code: 'IDEMPOTENCY_KEY_IN_USE', instance: '/v1/guests', headers: { 'retry-after': '1' } })
+    // The call ran to its end and its answer was kept: the retry gets it.
+    const [record] = (await records()).filter((r) => !earlier.has(r))
+    expect(await eventually(async () => (await redis.get(record as string))?.startsWith('D') === true, 15_000)).toBe(true)
+    const replayed = await post(idempotencyKey)
+    expect(replayed.statusCode).toBe(201)
+    expect(replayed.headers['idempotent-replayed']).toBe('true')
+    expect(receivedWith(idempotencyKey)).toBe(1)
+    expect(service.writesOf(idempotencyKey)).toEqual({ created: 1, updated: 0 })
   })
 
   it('20 concurrent identical requests with one key reach the service once; the others get 409 or the replay', async () => {
@@ -458,6 +500,60 @@ describe('Redis unreachable', () => {
     expect(receivedWith(idempotencyKey)).toBe(0)
     expectCreated(await post(undefined, { key: privateKey, url: g.url }))
     expect(service.received).toHaveLength(1)
+  })
+})
+
+describe('a partner gone before its request was forwarded', () => {
+  let privateRedis: PrivateRedis
+  let g: TestGateway
+
+  beforeAll(async () => {
+    privateRedis = await PrivateRedis.start()
+    g = await TestGateway.start({
+      config: { upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined } } as FileConfigInput['upstreams'], routes },
+      env: { REDIS_URL: privateRedis.url, UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
+    })
+  })
+
+  afterAll(async () => {
+    await g.close()
+    await privateRedis.stop()
+  })
+
+  it('frees the record: nothing was sent, the retry is forwarded, and the request has its line', async () => {
+    const admin = new Redis(privateRedis.url)
+    try {
+      const privateKey = (await new RedisKeyStore(admin, g.prefix).create({ brand: 'acme', mode: 'live', properties: '*' })).key
+      // The key is cached and a quota lease held by a first request; then Redis holds every
+      // script (the claim among them) while the partner leaves.
+      expectCreated(await post(undefined, { key: privateKey, url: g.url }))
+      const connections = (): Promise<number> => new Promise((resolve, reject) => {
+        g.gateway.app.server.getConnections((error, count) => (error === null ? resolve(count) : reject(error)))
+      })
+      const before = await connections()
+      await admin.call('CLIENT', 'PAUSE', '10000', 'WRITE')
+      const idempotencyKey = newKey()
+      const controller = new AbortController()
+      const own = new Agent()
+      const gone = post(idempotencyKey, { key: privateKey, url: g.url, signal: controller.signal, dispatcher: own }).then(() => 'answered', () => 'closed')
+      // The request is in (its connection open) and waits for Redis; then its partner leaves,
+      // and the gateway has seen it leave before Redis answers.
+      expect(await eventually(async () => (await connections()) === before + 1, 10_000)).toBe(true)
+      controller.abort()
+      expect(await gone).toBe('closed')
+      expect(await eventually(async () => (await connections()) === before, 10_000)).toBe(true)
+      await admin.call('CLIENT', 'UNPAUSE')
+      await own.close()
+      const line = async (): Promise<Record<string, unknown> | undefined> => g.logs.records().find((r) => r.msg === 'request' && r.status === 499)
+      expect(await eventually(async () => (await line()) !== undefined, 10_000)).toBe(true)
+      expect(await line()).toMatchObject({ route: '/v1/guests', method: 'POST', upstream: null })
+      expect(receivedWith(idempotencyKey)).toBe(0)
+      expect(await keysUnder(admin, `${g.prefix}idem:`)).toEqual([])
+      expectCreated(await post(idempotencyKey, { key: privateKey, url: g.url }))
+      expect(receivedWith(idempotencyKey)).toBe(1)
+    } finally {
+      admin.disconnect()
+    }
   })
 })
 
