@@ -209,7 +209,7 @@ export const fileSchema = z.strictObject({
   }).prefault({}),
   abuse: z.strictObject({
     authFailuresPerMinute: positiveInt.default(600)
-      .describe('401 answers one client address may get in a minute; past it, 429 RATE_LIMITED at once, before any key look-up, until its minute ends'),
+      .describe('401 answers one client address may get in a minute; past it, until its minute ends, a credential this instance would have to look up (Redis, a JWKS fetch) is answered 429 RATE_LIMITED at once, while one it knows to be valid is served'),
     trackedAddresses: positiveInt.default(100000).describe('Client addresses whose 401s are counted at once (least recently seen forgotten first)'),
     unknownKeys: positiveInt.default(10000)
       .describe('Unknown (checksum-valid) keys remembered for `keyCache.ttlMs`, apart from known keys, so a flood of invented keys never evicts a partner\'s'),

@@ -5,9 +5,11 @@ import type { ApiError } from '../src/contract/errors.js'
 import { AuthFailureLimiter } from '../src/pipeline/abuse.js'
 import { digestKey, generateKey } from '../src/keys/format.js'
 import { RedisKeyStore, type KeyRecord } from '../src/keys/store.js'
+import { MockIdp } from '../mocks/idp/server.js'
 import { ACME_HOST } from './helpers/config.js'
 import { TestGateway } from './helpers/gateway.js'
 import { expectEnvelope, expectProblem } from './helpers/problem.js'
+import { grantClient, oauthFor } from './helpers/oauth.js'
 import { REDIS_URL } from './helpers/redis.js'
 
 // docs/security.md, "Invented keys", over real sockets and real Redis: a flood of invented keys
@@ -99,8 +101,11 @@ describe('a flood of invented checksum-valid keys from one address (docs/securit
       code: 'RATE_LIMITED', instance: '/v1/properties',
       detail: `Too many requests with a missing or invalid API key from this address: at most ${LIMIT} a minute. Retry in ${retryAfter} seconds.`,
     })
-    // Even a valid key is refused from that address now: the check comes before any look-up.
-    expect((await get(partnerKey, ATTACKER)).statusCode).toBe(429)
+    // The bound refuses look-ups, never a credential this instance knows to be valid: the
+    // partner's cached key is served from that address too; a valid key this instance has
+    // never seen needs a look-up, which is refused.
+    expect((await get(partnerKey, ATTACKER)).statusCode).toBe(200)
+    expect((await get(await t.key(), ATTACKER)).statusCode).toBe(429)
   })
 
   it('counts every 401 by code, logs the client address on every line, and counts the 429s', async () => {
@@ -125,7 +130,51 @@ describe('a flood of invented checksum-valid keys from one address (docs/securit
     const answers = []
     for (let i = 0; i < LIMIT; i += 1) answers.push(await refuse(i % 2 === 0 ? undefined : 'Basic abc'))
     expect(new Set(answers)).toEqual(new Set([401]))
-    expect(await refuse(undefined)).toBe(429)
+    // They cost no look-up, and get 401 still; what they used up is the address's look-ups.
+    expect(await refuse(undefined)).toBe(401)
+    expect(await refuse(`Bearer ${generateKey('live')}`)).toBe(429)
+    expect(await refuse(`Bearer ${partnerKey}`)).toBe(200)
+  })
+})
+
+describe('partners behind the address of a junk sender (docs/security.md, "Findings of the review of wave 3", 2)', () => {
+  const idp = new MockIdp({ clients: [{ clientId: 'nat-partner', secret: 'nat-partner-secret' }] })
+  let g: TestGateway
+  let nat: Pool
+
+  beforeAll(async () => {
+    await idp.listen()
+    g = await TestGateway.start({ config: { oauth: oauthFor(idp), trustProxy: ['127.0.0.1'] } })
+    await grantClient({ REDIS_URL, REDIS_PREFIX: g.prefix }, idp, 'nat-partner', '--scopes', 'properties:read')
+    nat = new Pool(g.url, { connections: 16 })
+  })
+
+  afterAll(async () => {
+    await nat.close()
+    await g.close()
+    await idp.close()
+  })
+
+  const from = async (address: string, authorization: string): Promise<number> => {
+    const res = await nat.request({
+      path: '/v1/properties?perPage=1', method: 'GET',
+      headers: { host: ACME_HOST, 'user-agent': 'abuse-test/1.0', authorization, 'x-forwarded-for': address },
+    })
+    await res.body.dump()
+    return res.statusCode
+  }
+
+  it('never refuses a key or a token the instance knows to be valid, after 600 junk requests from their address', async () => {
+    const address = '192.0.2.77'
+    const [first, second] = [await g.key(), await g.key()]
+    const token = idp.issue('nat-partner', ['properties:read'])
+    // Each used once: the keys are in the key cache, the token's verification is remembered.
+    for (const credential of [first, second, token]) expect(await from('198.51.100.20', `Bearer ${credential}`)).toBe(200)
+    const junk = await Promise.all(Array.from({ length: 600 }, async () => from(address, 'Bearer nope')))
+    expect(new Set(junk)).toEqual(new Set([401]))
+    for (const credential of [first, second, token]) expect(await from(address, `Bearer ${credential}`)).toBe(200)
+    // What the address may no longer do is make this instance look up a credential it does not know.
+    expect(await from(address, `Bearer ${await g.key()}`)).toBe(429)
   })
 })
 

@@ -89,7 +89,9 @@ export class KeyAuthenticator implements KeyVerifier {
     const entry = this.records.lookup(digest)
     if (entry === UNKNOWN) throw invalidKey()
     if (entry !== undefined) return admit(entry, mode)
-    hooks.beforeLookup?.()
+    // A key this instance holds, if only a copy past its lifetime, is known to be valid: its
+    // refresh is no look-up the per-address bound refuses (docs/security.md, "Invented keys").
+    if (!this.records.holds(digest)) hooks.beforeLookup?.()
     return this.records.load(digest).then((loaded) => {
       if (loaded === undefined) throw invalidKey()
       return admit(loaded, mode)

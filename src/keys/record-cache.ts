@@ -123,6 +123,11 @@ export class RecordCache<E extends Loaded> {
     return undefined
   }
 
+  /** Whether this instance holds a copy of the record of `digest`, fresh or not. */
+  holds(digest: string): boolean {
+    return this.cache.peek(digest, { allowStale: true }) !== undefined
+  }
+
   /**
    * The record of a digest this instance does not hold: looked up outside the known-record
    * cache (whose in-flight fetches take a slot each, so a burst of invented digests would push

@@ -162,13 +162,14 @@ export class TokenAuthenticator implements KeyVerifier {
         throw invalidToken('ACCESS_TOKEN_EXPIRED', EXPIRED)
       }
       this.hits += 1
-      return this.admit(known, hooks)
+      // A token whose verification is remembered is known to be valid: no look-up of its grant
+      // is refused by the per-address bound (docs/security.md, "Invented keys").
+      return this.admit(known, {})
     }
-    // A signature check, perhaps a JWKS fetch and a grant look-up: counted against the client
-    // address while it runs (docs/security.md, "Invented keys"); the stage gives it back
-    // if the token is good.
-    hooks.beforeLookup?.()
-    return this.check(token, digest).then((verified) => this.admit(verified, {}))
+    // A signature check, then perhaps a JWKS fetch and a grant look-up: each look-up counts
+    // against the client address while it runs (docs/security.md, "Invented keys"); the stage
+    // gives it back if the token is good.
+    return this.check(token, digest, hooks).then((verified) => this.admit(verified, hooks))
   }
 
   /** The grant of a verified token's client, and what it makes of the token. */
@@ -176,7 +177,7 @@ export class TokenAuthenticator implements KeyVerifier {
     const grant = this.grants.lookup(token.grantDigest)
     if (grant === UNKNOWN) throw notRegistered()
     if (grant !== undefined) return this.principalOf(token, grant)
-    hooks.beforeLookup?.()
+    if (!this.grants.holds(token.grantDigest)) hooks.beforeLookup?.()
     return this.grants.load(token.grantDigest).then((loaded) => {
       if (loaded === undefined) throw notRegistered()
       return this.principalOf(token, loaded)
@@ -203,7 +204,7 @@ export class TokenAuthenticator implements KeyVerifier {
   }
 
   /** Every check of a token not seen before; remembers it when it passes. */
-  private async check(token: string, digest: string): Promise<VerifiedToken> {
+  private async check(token: string, digest: string, hooks: VerifyHooks): Promise<VerifiedToken> {
     const [headerPart = '', payloadPart = ''] = token.split('.')
     const header = decodePart(headerPart)
     const payload = decodePart(payloadPart)
@@ -218,7 +219,7 @@ export class TokenAuthenticator implements KeyVerifier {
     if (typeof typ !== 'string' || !issuer.types.has(normaliseType(typ))) {
       throw invalid(`The access token is not of an accepted type (typ); this API accepts ${issuer.config.types.join(', ')}.`)
     }
-    await this.verifySignature(token, issuer, kid)
+    await this.verifySignature(token, issuer, kid, hooks)
 
     const now = Date.now()
     const { audience } = issuer.config
@@ -246,11 +247,14 @@ export class TokenAuthenticator implements KeyVerifier {
     return verified
   }
 
-  private async verifySignature(token: string, issuer: Issuer, kid: unknown): Promise<void> {
+  private async verifySignature(token: string, issuer: Issuer, kid: unknown, hooks: VerifyHooks): Promise<void> {
     const { keys } = issuer
     // No keys yet (the provider unreachable since start), or a key id not among them (a
     // rotation): one fetch, at most once per cooldown, shared by whoever waits.
-    if (!keys.ready || (typeof kid === 'string' && !keys.kids.has(kid))) await keys.refetch()
+    if (!keys.ready || (typeof kid === 'string' && !keys.kids.has(kid))) {
+      hooks.beforeLookup?.()
+      await keys.refetch()
+    }
     if (keys.keySet === undefined) {
       throw new ApiError('SERVICE_UNAVAILABLE', 'The signing keys of the token\'s issuer cannot be fetched right now; retry shortly.', { retryAfter: keys.retryAfterSeconds })
     }

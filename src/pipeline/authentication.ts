@@ -31,10 +31,11 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
     }
   }
   return function authenticate(request: FastifyRequest): void | Promise<void> {
-    // An address over its 401 allowance (docs/security.md, "Invented keys") is refused before
-    // any look-up.
+    // An address over its 401 allowance (docs/security.md, "Invented keys") has its look-ups
+    // refused: a credential this instance must look up (in Redis, or with a JWKS fetch) is
+    // answered 429. A credential it already knows to be valid never needs one, so partners
+    // behind the same address as whoever sends junk are never locked out by it.
     const address = request.ip
-    failures.check(address)
     let reserved = false
     const failed = (error: unknown): never => {
       const refused = error instanceof ApiError && error.status === 401
@@ -46,6 +47,8 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
     try {
       principal = verifier.verify(bearerToken(request.headers.authorization), {
         beforeLookup: () => {
+          // One reservation per request, however many look-ups its credential needs.
+          if (reserved) return
           failures.reserve(address)
           reserved = true
         },

@@ -397,7 +397,7 @@ describe('scopes of tokens', () => {
 })
 
 describe('abuse', () => {
-  it('counts forged tokens as 401s of their client address', async () => {
+  it('counts forged tokens as 401s of their client address, which then may make no JWKS fetch', async () => {
     const guarded = await TestGateway.start({ config: { oauth: oauthFor(idp), abuse: { authFailuresPerMinute: 3, trackedAddresses: 1000, unknownKeys: 1000 } } })
     try {
       expect(await guarded.gateway.tokens.ready(5000)).toBe(true)
@@ -406,8 +406,13 @@ describe('abuse', () => {
         return `${header}.${payload}.${Buffer.from('forged signature').toString('base64url')}`
       }
       for (let i = 0; i < 3; i += 1) expect((await guarded.get('/v1/properties', forged())).statusCode).toBe(401)
-      const refused = await guarded.get('/v1/properties', forged())
+      // A forged token with a published kid costs a signature check and no look-up: 401 still.
+      expect((await guarded.get('/v1/properties', forged())).statusCode).toBe(401)
+      // One whose kid would make the gateway fetch the issuer's keys is refused instead.
+      const fetches = idp.jwksFetches
+      const refused = await guarded.get('/v1/properties', idp.mint({ kid: 'invented-kid', claims: { client_id: 'channel-sync', scope: 'properties:read' } }))
       expectProblem(refused, { code: 'RATE_LIMITED', instance: '/v1/properties', detail: /^Too many requests with a missing or invalid API key from this address/ })
+      expect(idp.jwksFetches).toBe(fetches)
     } finally {
       await guarded.close()
     }

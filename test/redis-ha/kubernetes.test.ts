@@ -45,6 +45,15 @@ describe('deploy/kubernetes', () => {
     expect(all.map((m) => m.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Kustomization', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service'])
   })
 
+  it('guards the admin port, bound on the pod\'s address, with ADMIN_TOKEN from the Secret', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'gw-k8s-')), 'config.json')
+    writeFileSync(file, configMap.data['config.json'])
+    const started = loadConfig({ ...env, ...one('Secret').stringData, CONFIG_FILE: file }, { requirePms: true, requireTokens: true })
+    expect(started.adminHost).toBe('0.0.0.0')
+    expect(started.adminToken).toBe(one('Secret').stringData.ADMIN_TOKEN)
+    expect(env.ADMIN_TOKEN).toBeUndefined()
+  })
+
   it('sets an environment the gateway accepts, with the config file from the ConfigMap', () => {
     // What `npm start` checks, with the Secret's values and the ConfigMap as the file.
     const file = join(mkdtempSync(join(tmpdir(), 'gw-k8s-')), 'config.json')
@@ -56,8 +65,13 @@ describe('deploy/kubernetes', () => {
     expect(volume.configMap.name).toBe(configMap.metadata.name)
     expect(env.CONFIG_FILE).toBe(`${mount.mountPath}/config.json`)
     expect(fileSchema.safeParse(mountedConfig).success).toBe(true)
-    // The ConfigMap is the shipped config file.
-    expect(mountedConfig).toEqual(JSON.parse(readFileSync('config/default.json', 'utf8')))
+    // The ConfigMap is the shipped config file, but for the proxies it believes: the load
+    // balancer's, by address, never any (true) nor none (false), so that partners behind it are
+    // told apart by their own addresses.
+    const shippedFile = JSON.parse(readFileSync('config/default.json', 'utf8')) as Record<string, unknown>
+    expect({ ...mountedConfig, trustProxy: shippedFile.trustProxy }).toEqual(shippedFile)
+    expect(mountedConfig.trustProxy).toEqual(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'])
+    expect(started.trustProxy).toEqual(mountedConfig.trustProxy)
     // Both listeners reachable from the pod's address (the kubelet probes it there).
     expect({ host: env.HOST, adminHost: env.ADMIN_HOST }).toEqual({ host: '0.0.0.0', adminHost: '0.0.0.0' })
   })
@@ -65,7 +79,7 @@ describe('deploy/kubernetes', () => {
   it('takes the tokens from the Secret, as placeholders', () => {
     const secret = one('Secret')
     expect(container.envFrom).toEqual([{ secretRef: { name: secret.metadata.name } }])
-    expect(Object.keys(secret.stringData).sort()).toEqual(['PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL', 'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN'])
+    expect(Object.keys(secret.stringData).sort()).toEqual(['ADMIN_TOKEN', 'PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL', 'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN'])
     for (const value of Object.values(secret.stringData)) expect(String(value)).toContain('replace-me')
     // No token in the Deployment itself.
     expect(Object.keys(env).filter((name) => /TOKEN|PASSWORD/.test(name))).toEqual([])
