@@ -13,7 +13,7 @@ import type { Principal } from '../keys/principal.js'
 import { BODY_METHODS, idempotencyOf, knownScopes, routerPath, type RoutePolicy } from '../routes/policy.js'
 import { UpstreamError, type UpstreamOutcome } from '../upstream/errors.js'
 import { digest, type IdempotencyOutcome, type IdempotencyRecords, type Lease, type StoredAnswer } from '../idempotency/records.js'
-import { errorCode, UPSTREAM_CALL_DEADLINE } from '../upstream/interceptors.js'
+import { errorCode, UPSTREAM_CALL_DEADLINE, type CallOptions } from '../upstream/interceptors.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { headSize, LocationMap, mapLinks, PASSED_RESPONSE_HEADERS, ScopesHeader, serviceRequestHeaders, type ServiceCall } from './headers.js'
 import type { Services, ServiceTarget } from './services.js'
@@ -461,9 +461,10 @@ class DeclaredRoute {
 
   private send(request: FastifyRequest, reply: FastifyReply, target: ServiceTarget, headers: Record<string, string>, body: Buffer | undefined): void {
     const forwarding = new Forwarding(this, request, reply, target)
-    const options: Dispatcher.DispatchOptions = {
+    const options: CallOptions = {
       origin: target.origin,
       path: `${request.upstreamPath as string}${request.upstreamQuery as string}`,
+      pathTemplate: this.policy.forward.path,
       method: request.method as Dispatcher.HttpMethod,
       headers,
       body: body ?? null,

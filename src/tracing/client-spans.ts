@@ -2,7 +2,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Span, t
 import { TraceState } from '@opentelemetry/core'
 import type { Dispatcher } from 'undici'
 import { parseTraceparent } from '../http/trace.js'
-import type { Interceptor } from '../upstream/interceptors.js'
+import type { CallOptions, Interceptor } from '../upstream/interceptors.js'
 
 // A client span per upstream call, as an undici interceptor innermost on the upstream's pool,
 // so it sees each attempt on the wire (a retry is a span of its own) and nothing that never
@@ -147,14 +147,17 @@ export function clientSpans(tracer: Tracer, upstream: string): Interceptor {
     const span = tracer.startSpan(spanName(method), { kind: SpanKind.CLIENT }, trace.setSpanContext(ROOT_CONTEXT, parentContext))
     if (span.isRecording()) {
       const target = targetOf(options.origin)
-      const path = options.path
-      const query = path.indexOf('?')
+      const template = (options as CallOptions).pathTemplate
       span.setAttribute('http.request.method', spanName(method) === method ? method : '_OTHER')
       if (target !== undefined) {
         span.setAttribute('server.address', target.address)
         span.setAttribute('server.port', target.port)
-        // Without the query string: it may carry what a span must not.
-        span.setAttribute('url.full', `${target.origin}${query === -1 ? path : path.slice(0, query)}`)
+        // The path as its template, never the values in it or the query string: either may
+        // carry what a span must not (an email address, a key pasted into a path).
+        if (template !== undefined) {
+          span.setAttribute('url.full', `${target.origin}${template}`)
+          span.setAttribute('url.template', template)
+        }
       }
       span.setAttribute('gateway.upstream', upstream)
       if (retry) span.setAttribute('gateway.retry', true)

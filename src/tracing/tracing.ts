@@ -9,8 +9,7 @@ import {
 } from '@opentelemetry/sdk-trace-base'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { hostname } from 'node:os'
-import type { SamplerName, TracingSettings } from '../config.js'
-import { pathOf } from '../contract/problem.js'
+import { normaliseHost, type SamplerName, type TracingSettings } from '../config.js'
 import type { TraceContext } from '../http/trace.js'
 import type { Interceptor } from '../upstream/interceptors.js'
 import { VERSION } from '../version.js'
@@ -138,12 +137,12 @@ export class Tracing {
     context.flags = (own.traceFlags & TraceFlags.SAMPLED) === 0 ? '00' : '01'
     request.span = span
     if (!span.isRecording()) return
-    // The stable HTTP server conventions; never the query string, never a header but the User-Agent.
+    // The stable HTTP server conventions; never the path or the query string (either may carry
+    // what a span must not: an email address, a key pasted into the path) but the route's
+    // template, at the end; never a header but the User-Agent.
     span.setAttribute('http.request.method', spanName(method) === method ? method : '_OTHER')
     if (spanName(method) !== method) span.setAttribute('http.request.method_original', method)
-    span.setAttribute('url.path', pathOf(request.url))
     span.setAttribute('url.scheme', request.protocol)
-    span.setAttribute('server.address', request.hostname)
     span.setAttribute('client.address', request.ip)
     const agent = request.headers['user-agent']
     if (typeof agent === 'string') span.setAttribute('user_agent.original', agent)
@@ -167,7 +166,11 @@ export class Tracing {
       if (status >= 400) span.setAttribute('error.type', request.errorCode ?? String(status))
       // A 4xx is the caller's mistake, not a failure of the server (HTTP semantic conventions).
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
-      if (request.brand !== null) span.setAttribute('gateway.brand', request.brand.id)
+      // The host only when it is one of a brand's: the Host header is the partner's to write.
+      if (request.brand !== null) {
+        span.setAttribute('server.address', normaliseHost(request.host))
+        span.setAttribute('gateway.brand', request.brand.id)
+      }
       if (request.principal !== null) span.setAttribute('gateway.credential_id', request.principal.keyId)
       if (request.cacheResult !== null) span.setAttribute('gateway.cache', request.cacheResult)
     }

@@ -12,6 +12,13 @@ type Controller = Dispatcher.DispatchController
 type Dispatch = Dispatcher['dispatch']
 export type Interceptor = Dispatcher.DispatcherComposeInterceptor
 
+/**
+ * A call's options, with the path it is made on as its template
+ * (`/partner/v1/guests/{guestId}`): what a trace names of the call, never the values that fill
+ * it (a path parameter may carry an email address).
+ */
+export type CallOptions = Dispatcher.DispatchOptions & { pathTemplate?: string }
+
 export const UPSTREAM_TIMEOUT = 'UPSTREAM_TIMEOUT'
 /** The whole call (its body included) outlasted its bound: cut, whatever was passed on. */
 export const UPSTREAM_CALL_DEADLINE = 'UPSTREAM_CALL_DEADLINE'

@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici'
 import type { TraceContext } from '../http/trace.js'
 import { outgoingTraceHeaders } from '../http/trace.js'
-import { CONNECTION_ERRORS, errorCode } from './interceptors.js'
+import { CONNECTION_ERRORS, errorCode, type CallOptions } from './interceptors.js'
 import { UpstreamError, type UpstreamOutcome } from './errors.js'
 import { pmsListSchema } from './pms-record.js'
 import type { Upstream } from './upstream.js'
@@ -27,7 +27,10 @@ export interface HotelList {
   total_count: number
 }
 
-const HOTEL_PATH = '/internal/v3/hotels/'
+const LIST_PATH = '/internal/v3/hotels'
+const HOTEL_PATH = `${LIST_PATH}/`
+/** The hotel path as a trace names it: the id is a value, not part of the route. */
+const HOTEL_TEMPLATE = `${LIST_PATH}/{hotel_uuid}`
 
 export class PmsClient {
   readonly upstream: Upstream
@@ -42,18 +45,18 @@ export class PmsClient {
 
   /** A hotel record, or undefined when the PMS does not know the id. */
   getHotel(id: string, context: CallContext): Promise<unknown> {
-    return this.call(`${HOTEL_PATH}${encodeURIComponent(id)}`, true, context)
+    return this.call(`${HOTEL_PATH}${encodeURIComponent(id)}`, true, context, HOTEL_TEMPLATE)
   }
 
   async listHotels(query: Record<string, string>, context: CallContext): Promise<HotelList> {
-    const body = await this.call(`/internal/v3/hotels?${new URLSearchParams(query).toString()}`, false, context)
+    const body = await this.call(`${LIST_PATH}?${new URLSearchParams(query).toString()}`, false, context, LIST_PATH)
     const parsed = pmsListSchema.safeParse(body)
     if (!parsed.success) throw new UpstreamError('bad-response', 'bad_response', `${this.name}: list body breaks the contract`)
     return parsed.data
   }
 
   /** One call straight to the upstream's dispatcher; the promise settles once, with the body parsed or the failure classified. */
-  private call(path: string, hotel: boolean, context: CallContext): Promise<unknown> {
+  private call(path: string, hotel: boolean, context: CallContext, pathTemplate: string): Promise<unknown> {
     const headers: Record<string, string> = {
       'x-pms-service-token': this.options.token,
       'x-request-id': context.requestId,
@@ -63,7 +66,8 @@ export class PmsClient {
     return new Promise((resolve, reject) => {
       const call = new PmsCall(this, hotel, resolve, reject)
       try {
-        this.upstream.dispatcher.dispatch({ origin: this.upstream.url, path, method: 'GET', headers }, call)
+        const options: CallOptions = { origin: this.upstream.url, path, pathTemplate, method: 'GET', headers }
+        this.upstream.dispatcher.dispatch(options, call)
       } catch (error) {
         call.onResponseError(undefined, error as Error)
       }

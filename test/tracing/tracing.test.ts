@@ -113,14 +113,15 @@ describe('with a collector (OTLP/HTTP protobuf, the default sampler)', () => {
       resource: { 'service.name': 'partner-gateway', 'service.version': '1.0.0' }, scope: { name: 'partner-gateway', version: '1.0.0' },
     })
     expect(server?.attributes).toEqual({
-      'http.request.method': 'GET', 'url.path': `/v1/properties/${id}`, 'url.scheme': 'http', 'server.address': ACME_HOST,
+      'http.request.method': 'GET', 'url.scheme': 'http', 'server.address': ACME_HOST,
       'client.address': '127.0.0.1', 'user_agent.original': 'tracing-test/1.0', 'gateway.request_id': requestId,
       'http.route': '/v1/properties/{propertyId}', 'http.response.status_code': 200,
       'gateway.brand': 'acme', 'gateway.credential_id': expect.stringMatching(/^key_/), 'gateway.cache': 'miss',
     })
     expect(client).toMatchObject({ traceId, parentSpanId: server?.spanId, name: 'GET', kind: 'client', status: { code: 'unset' }, traceFlags: 1 })
     expect(client?.attributes).toEqual({
-      'http.request.method': 'GET', 'server.address': '127.0.0.1', 'server.port': pmsPort, 'url.full': `${t.pms.url}/internal/v3/hotels/${id}`,
+      'http.request.method': 'GET', 'server.address': '127.0.0.1', 'server.port': pmsPort,
+      'url.full': `${t.pms.url}/internal/v3/hotels/{hotel_uuid}`, 'url.template': '/internal/v3/hotels/{hotel_uuid}',
       'gateway.upstream': 'pms', 'http.response.status_code': 200,
     })
     // The PMS sees the client span as its caller, and the caller's tracestate.
@@ -197,14 +198,15 @@ describe('with a collector (OTLP/HTTP protobuf, the default sampler)', () => {
     expect(res.statusCode).toBe(200)
     const [server, first, second] = await spansOf(collector, traceId, 3)
     expect(server).toMatchObject({ name: 'GET /v1/rooms', kind: 'server', parentSpanId: '00f067aa0ba902b7' })
-    expect(server?.attributes).toMatchObject({ 'http.route': '/v1/rooms', 'url.path': '/v1/rooms', 'http.response.status_code': 200 })
+    expect(server?.attributes).toMatchObject({ 'http.route': '/v1/rooms', 'http.response.status_code': 200 })
     // The property check reads the PMS first, then the call goes to the service.
     const [pms, bookings] = [first, second] as [ReceivedSpan, ReceivedSpan]
     expect(pms).toMatchObject({ kind: 'client', name: 'GET', parentSpanId: server?.spanId, attributes: { 'gateway.upstream': 'pms' } })
     expect(bookings).toMatchObject({ kind: 'client', name: 'GET', parentSpanId: server?.spanId })
     expect(bookings.attributes).toEqual({
       'http.request.method': 'GET', 'server.address': '127.0.0.1', 'server.port': Number(new URL(service.url).port),
-      'url.full': `${service.url}/partner/v1/properties/${id}/rooms`, 'gateway.upstream': 'bookings', 'http.response.status_code': 200,
+      'url.full': `${service.url}/partner/v1/properties/{propertyId}/rooms`, 'url.template': '/partner/v1/properties/{propertyId}/rooms',
+      'gateway.upstream': 'bookings', 'http.response.status_code': 200,
     })
     expect(t.pms.received.map((r) => r.traceparent)).toEqual([traceparent(traceId, pms.spanId, '01')])
     expect(service.received.map((r) => r.headers.traceparent)).toEqual([traceparent(traceId, bookings.spanId, '01')])
@@ -222,16 +224,43 @@ describe('with a collector (OTLP/HTTP protobuf, the default sampler)', () => {
     expect(failed).toMatchObject({ kind: 'client', parentSpanId: server?.spanId, status: { code: 'error' } })
     expect(failed?.attributes).toEqual({
       'http.request.method': 'GET', 'server.address': '127.0.0.1', 'server.port': Number(new URL(service.url).port), 'url.full': url,
-      'gateway.upstream': 'bookings', 'error.type': 'UND_ERR_SOCKET',
+      'url.template': '/partner/v1/guests', 'gateway.upstream': 'bookings', 'error.type': 'UND_ERR_SOCKET',
     })
     expect(retried).toMatchObject({ kind: 'client', parentSpanId: server?.spanId, status: { code: 'unset' } })
     expect(retried?.attributes).toEqual({
       'http.request.method': 'GET', 'server.address': '127.0.0.1', 'server.port': Number(new URL(service.url).port), 'url.full': url,
-      'gateway.upstream': 'bookings', 'gateway.retry': true, 'http.response.status_code': 200,
+      'url.template': '/partner/v1/guests', 'gateway.upstream': 'bookings', 'gateway.retry': true, 'http.response.status_code': 200,
     })
     expect(service.received.map((r) => r.headers.traceparent)).toEqual([
       traceparent(traceId, failed?.spanId as string, '01'), traceparent(traceId, retried?.spanId as string, '01'),
     ])
+  })
+
+  it('names no path, query or unknown host in a span: the route\'s template, and a brand\'s host only', async () => {
+    // The review's cases (docs/security.md, "Findings of the review of wave 3", 4).
+    const [email, pasted, host] = [newTraceId(), newTraceId(), newTraceId()]
+    const byEmail = await call(t, 'GET', '/v1/guests/carol@example.com', key, { traceparent: traceparent(email, '00f067aa0ba902b7', '01') })
+    const byKey = await call(t, 'GET', `/v1/${key}`, key, { traceparent: traceparent(pasted, '00f067aa0ba902b7', '01') })
+    const byHost = await call(t, 'GET', '/v1/properties?page=carol@example.com', key, { host: 'admin.corp.internal', traceparent: traceparent(host, '00f067aa0ba902b7', '01') })
+    expect([byEmail.statusCode, byKey.statusCode, byHost.statusCode]).toEqual([400, 404, 404])
+    const spans = [...await spansOf(collector, email, 1), ...await spansOf(collector, pasted, 1), ...await spansOf(collector, host, 1)]
+    expect(spans.map((span) => span.attributes)).toEqual([
+      {
+        'http.request.method': 'GET', 'url.scheme': 'http', 'server.address': ACME_HOST, 'client.address': '127.0.0.1', 'user_agent.original': 'tracing-test/1.0',
+        'gateway.request_id': byEmail.headers['service-request-id'], 'http.route': '/v1/guests/{guestId}', 'http.response.status_code': 400,
+        'error.type': 'INVALID_PATH_PARAMETER', 'gateway.brand': 'acme', 'gateway.credential_id': expect.stringMatching(/^key_/),
+      },
+      {
+        'http.request.method': 'GET', 'url.scheme': 'http', 'server.address': ACME_HOST, 'client.address': '127.0.0.1', 'user_agent.original': 'tracing-test/1.0',
+        'gateway.request_id': byKey.headers['service-request-id'], 'http.response.status_code': 404, 'error.type': 'ROUTE_NOT_FOUND', 'gateway.brand': 'acme',
+      },
+      {
+        'http.request.method': 'GET', 'url.scheme': 'http', 'client.address': '127.0.0.1', 'user_agent.original': 'tracing-test/1.0',
+        'gateway.request_id': byHost.headers['service-request-id'], 'http.route': '/v1/properties', 'http.response.status_code': 404, 'error.type': 'ROUTE_NOT_FOUND',
+      },
+    ])
+    const text = JSON.stringify(spans)
+    for (const leak of ['carol', key, 'corp.internal']) expect(text).not.toContain(leak)
   })
 
   it('names the error of a 4xx with its problem code, and marks only a 5xx as failed', async () => {
@@ -250,7 +279,7 @@ describe('with a collector (OTLP/HTTP protobuf, the default sampler)', () => {
     const [route] = await spansOf(collector, missing, 1)
     expect(route).toMatchObject({ name: 'GET', status: { code: 'unset' } })
     expect(route?.attributes).toEqual({
-      'http.request.method': 'GET', 'url.path': '/v1/nothing-here', 'url.scheme': 'http', 'server.address': ACME_HOST, 'client.address': '127.0.0.1',
+      'http.request.method': 'GET', 'url.scheme': 'http', 'server.address': ACME_HOST, 'client.address': '127.0.0.1',
       'user_agent.original': 'tracing-test/1.0', 'gateway.request_id': notFound.headers['service-request-id'],
       'http.response.status_code': 404, 'error.type': 'ROUTE_NOT_FOUND', 'gateway.brand': 'acme',
     })
