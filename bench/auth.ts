@@ -35,7 +35,7 @@ export async function benchAuth(iterations = 500_000): Promise<AuthBenchResult> 
   const tokens = new TokenAuthenticator(store, {
     oauth: {
       issuers: [{ issuer: idp.issuer, jwksUri: idp.jwksUri, audience: 'partner-api', algorithms: ['RS256'], types: ['at+jwt'], scopes: 'token' }],
-      clockToleranceSeconds: 60, jwksRefreshSeconds: 3600, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 1000,
+      clockToleranceSeconds: 60, jwksRefreshSeconds: 3600, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 1000, maxTokenLifetimeSeconds: 86400,
     },
     grantCache: { ttlMs: 3_600_000, graceMs: 0, maxEntries: 1000, maxUnknown: 1000 },
   })

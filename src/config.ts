@@ -139,7 +139,9 @@ const oauthSchema = z.strictObject({
   jwksRefreshSeconds: positiveInt.default(300).describe('How often each issuer\'s JWKS is fetched again; a failed fetch keeps the last good keys'),
   jwksCooldownSeconds: positiveInt.default(30).describe('At most one extra JWKS fetch per issuer in this time, for a token whose `kid` is unknown'),
   jwksTimeoutMs: positiveInt.default(2000).describe('Deadline of one JWKS fetch'),
-  verifiedTokens: positiveInt.default(100000).describe('Verified tokens remembered (by digest, until their `exp`), so a reused token costs one signature check per instance'),
+  verifiedTokens: positiveInt.default(100000).describe('Verified tokens remembered (by digest, until their `exp`, while their signing key is published), so a reused token costs one signature check per instance'),
+  maxTokenLifetimeSeconds: positiveInt.default(86400)
+    .describe('Longest lifetime a token may claim (`exp` − `iat`); a longer one is refused 401 INVALID_ACCESS_TOKEN, since it would outlive any revocation by its issuer'),
 }).superRefine((oauth, ctx) => {
   const seen = new Set<string>()
   oauth.issuers.forEach((issuer, i) => {

@@ -124,7 +124,7 @@ describe('configuration (operations: environment and config file)', () => {
       const config = loadConfig({ CONFIG_FILE: file({ ...minimal, oauth: { issuers: [issuer] } }) })
       expect(config.oauth).toEqual({
         issuers: [{ ...issuer, algorithms: ['RS256', 'PS256', 'ES256', 'EdDSA'], types: ['at+jwt', 'JWT'], scopes: 'token' }],
-        clockToleranceSeconds: 60, jwksRefreshSeconds: 300, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 100000,
+        clockToleranceSeconds: 60, jwksRefreshSeconds: 300, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 100000, maxTokenLifetimeSeconds: 86400,
       })
       expect(loadConfig({ CONFIG_FILE: file(minimal) }).oauth.issuers).toEqual([])
     })

@@ -51,6 +51,10 @@ export class IssuerKeys {
   keySet: ReturnType<typeof createLocalJWKSet> | undefined
   /** The `kid`s of the keys held. */
   kids: ReadonlySet<string> = new Set()
+  /** Counts the changes of the keys held: a token that names no `kid` was verified with the keys of one version. */
+  version = 0
+  /** What the keys held were, to tell a change from a fetch of the same keys. */
+  private published = ''
   private count = 0
   private fetchedAt: number | null = null
   private lastError: { message: string; at: number } | null = null
@@ -98,6 +102,11 @@ export class IssuerKeys {
   private async fetch(): Promise<void> {
     try {
       const keys = await this.download()
+      const published = JSON.stringify(keys)
+      if (published !== this.published) {
+        this.published = published
+        this.version += 1
+      }
       this.keySet = createLocalJWKSet({ keys } as JSONWebKeySet)
       this.kids = new Set(keys.flatMap((k) => (typeof k.kid === 'string' ? [k.kid] : [])))
       this.count = keys.length

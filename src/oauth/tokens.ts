@@ -41,6 +41,9 @@ interface CachedGrant {
 /** What a verified token proved, kept until its `exp` (plus the leeway). */
 interface VerifiedToken {
   issuer: Issuer
+  /** The key it was verified with: its `kid`, or, for a token that names none, the version of the issuer's keys then. */
+  kid: string | undefined
+  keysVersion: number
   grantDigest: string
   /** The token's `scope`/`scp`; null when the issuer counts the grant's scopes alone. */
   tokenScopes: ReadonlySet<string> | null
@@ -155,7 +158,13 @@ export class TokenAuthenticator implements KeyVerifier {
     if (this.issuers.size === 0) throw invalid('This API takes API keys; it accepts no access tokens.')
     const digest = hash('sha256', token, 'base64url')
     this.lookups += 1
-    const known = this.verified.get(digest)
+    let known = this.verified.get(digest)
+    // Remembered only while its signing key is published: a key its issuer retired takes
+    // with it the tokens it signed (docs/architecture.md §D15).
+    if (known !== undefined && !stillPublished(known)) {
+      this.verified.delete(digest)
+      known = undefined
+    }
     if (known !== undefined) {
       if (known.expiresAtMs <= Date.now()) {
         this.verified.delete(digest)
@@ -220,6 +229,7 @@ export class TokenAuthenticator implements KeyVerifier {
       throw invalid(`The access token is not of an accepted type (typ); this API accepts ${issuer.config.types.join(', ')}.`)
     }
     await this.verifySignature(token, issuer, kid, hooks)
+    const keysVersion = issuer.keys.version
 
     const now = Date.now()
     const { audience } = issuer.config
@@ -230,6 +240,10 @@ export class TokenAuthenticator implements KeyVerifier {
     if (!isTime(payload.iat)) throw invalid('The access token lacks the claim iat.')
     if (payload.iat * 1000 > now + this.toleranceMs) throw invalid('The access token is issued in the future (iat); the clocks of the identity provider and the API disagree.')
     if (payload.nbf !== undefined && (!isTime(payload.nbf) || payload.nbf * 1000 > now + this.toleranceMs)) throw invalid('The access token is not valid yet (nbf).')
+    // A token without a useful end would outlive any revocation by its issuer.
+    if (payload.exp - payload.iat > this.options.oauth.maxTokenLifetimeSeconds) {
+      throw invalid(`The access token is valid for longer than this API accepts: its exp is more than ${this.options.oauth.maxTokenLifetimeSeconds} seconds after its iat.`)
+    }
     const expiresAtMs = payload.exp * 1000 + this.toleranceMs
     if (expiresAtMs <= now) throw invalidToken('ACCESS_TOKEN_EXPIRED', EXPIRED)
 
@@ -237,6 +251,8 @@ export class TokenAuthenticator implements KeyVerifier {
     const client = isText(payload.client_id) ? payload.client_id : isText(payload.azp) ? payload.azp : payload.sub
     const verified: VerifiedToken = {
       issuer,
+      kid: typeof kid === 'string' ? kid : undefined,
+      keysVersion,
       grantDigest: grantDigest(issuer.config.issuer, client),
       tokenScopes: issuer.config.scopes === 'grant' ? null : scopesClaim(payload),
       expiresAtMs,
@@ -293,6 +309,12 @@ export class TokenAuthenticator implements KeyVerifier {
     for (const issuer of this.issuers.values()) issuer.keys.close()
     await this.dispatcher.close()
   }
+}
+
+/** Whether the key a remembered token was verified with is still among its issuer's. */
+function stillPublished(token: VerifiedToken): boolean {
+  const keys = token.issuer.keys
+  return token.kid === undefined ? token.keysVersion === keys.version : keys.kids.has(token.kid)
 }
 
 function notRegistered(): ApiError {

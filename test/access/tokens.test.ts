@@ -419,6 +419,44 @@ describe('abuse', () => {
   })
 })
 
+describe('tokens without a useful end (docs/security.md, "Findings of the review of wave 3", 6)', () => {
+  it('refuses a token whose exp is more than oauth.maxTokenLifetimeSeconds after its iat', async () => {
+    const now = Math.floor(Date.now() / 1000)
+    const detail = 'The access token is valid for longer than this API accepts: its exp is more than 86400 seconds after its iat.'
+    for (const claims of [{ iat: now, exp: now + 10 * 365 * 86400 }, { iat: 0, exp: 1e20 }, { iat: now - 60, exp: now + 86400 - 59 }]) {
+      const res = await t.get('/v1/properties', idp.mint({ claims: { client_id: 'channel-sync', scope: 'properties:read', ...claims } }))
+      expectProblem(res, { code: 'INVALID_ACCESS_TOKEN', instance: '/v1/properties', detail, headers: { 'www-authenticate': invalidTokenChallenge(detail) } })
+    }
+    // A day exactly is accepted.
+    const day = await t.get('/v1/properties', idp.mint({ claims: { client_id: 'channel-sync', scope: 'properties:read', iat: now - 60, exp: now + 86400 - 60 } }))
+    expect(day.statusCode).toBe(200)
+  })
+
+  it('forgets a remembered token once its signing key leaves its issuer\'s keys', async () => {
+    const own = await new MockIdp({ clients: [{ clientId: 'rotating', secret: 'rotating-secret' }] }).listen()
+    const g = await TestGateway.start({ config: { oauth: oauthFor(own, { jwksRefreshSeconds: 1 }) } })
+    try {
+      await grantClient({ REDIS_URL, REDIS_PREFIX: g.prefix }, own, 'rotating', '--scopes', 'properties:read')
+      expect(await g.gateway.tokens.ready(5000)).toBe(true)
+      const token = own.issue('rotating', ['properties:read'])
+      expect((await g.get('/v1/properties', token)).statusCode).toBe(200)
+      expect((await g.get('/v1/properties', token)).statusCode).toBe(200)
+      // The issuer retires the key that signed it; the gateway's next refresh sees it gone.
+      const fetches = own.jwksFetches
+      own.rotate('RS256', true)
+      expect(await eventually(async () => own.jwksFetches > fetches, 10_000)).toBe(true)
+      const refused = await g.get('/v1/properties', token)
+      const detail = 'The access token is signed with a key its issuer does not publish (kid).'
+      expectProblem(refused, { code: 'INVALID_ACCESS_TOKEN', instance: '/v1/properties', detail, headers: { 'www-authenticate': invalidTokenChallenge(detail) } })
+      // A token of the new key is served.
+      expect((await g.get('/v1/properties', own.issue('rotating', ['properties:read']))).statusCode).toBe(200)
+    } finally {
+      await g.close()
+      await own.close()
+    }
+  })
+})
+
 describe('the keys of the issuer (JWKS)', () => {
   it('takes a token of a rotated key after one refetch', async () => {
     const fetches = idp.jwksFetches

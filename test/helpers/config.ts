@@ -8,7 +8,7 @@ export const GLOBEX_HOST = 'api.globex-resorts.example'
 export const NO_LOAD_SHEDDING: FileConfig['loadShedding'] = { maxEventLoopDelayMs: 0, maxEventLoopUtilization: 0, sampleIntervalMs: 1000, sustainedSamples: 3 }
 
 /** No token issuer: the shipped one is the stand-in identity provider, which a test starts itself when it needs one. */
-export const NO_OAUTH: FileConfig['oauth'] = { issuers: [], clockToleranceSeconds: 60, jwksRefreshSeconds: 300, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 100000 }
+export const NO_OAUTH: FileConfig['oauth'] = { issuers: [], clockToleranceSeconds: 60, jwksRefreshSeconds: 300, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 100000, maxTokenLifetimeSeconds: 86400 }
 
 /**
  * The shipped config file, with the settings a test needs on top. Its declared routes and

@@ -9,7 +9,7 @@ export function oauthFor(idp: MockIdp, overrides: Partial<FileConfig['oauth']> =
       issuer: idp.issuer, jwksUri: idp.jwksUri, audience: 'partner-api', algorithms: ['RS256', 'ES256'], types: ['at+jwt', 'JWT'], scopes: 'token',
       tokenUrl: idp.tokenUrl, ...issuer,
     }],
-    clockToleranceSeconds: 60, jwksRefreshSeconds: 300, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 1000,
+    clockToleranceSeconds: 60, jwksRefreshSeconds: 300, jwksCooldownSeconds: 30, jwksTimeoutMs: 2000, verifiedTokens: 1000, maxTokenLifetimeSeconds: 86400,
     ...overrides,
   }
 }
