@@ -85,6 +85,9 @@ function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes:
       requestTimeout: settings.requestTimeoutMs,
       keepAliveTimeout: settings.keepAliveTimeoutMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(settings.headersTimeoutMs / 2))),
+      // A request without Host gets its problem+json from step 1 (pipeline/routing.ts), with a
+      // request id, not Node's bare 400.
+      requireHostHeader: false,
       // The answers of one turn end together (http/coalesced-response.ts). (Node's typings
       // want a class generic over the request type, which a subclass of the plain one is not.)
       ServerResponse: (settings.coalesceAnswers ? CoalescedResponse : ServerResponse) as typeof ServerResponse,

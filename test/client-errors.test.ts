@@ -101,6 +101,40 @@ describe('requests the HTTP parser refuses', () => {
   })
 })
 
+describe('a request whose Host or Authorization is missing or sent twice (docs/security.md, "Findings of the review of wave 3", 7)', () => {
+  const oneHost = { field: 'Host', code: 'INVALID_FORMAT', detail: 'Send one Host header.' } as const
+
+  it('answers an HTTP/1.1 request without Host 400 MISSING_REQUIRED_HEADER, on every route, health included', async () => {
+    for (const path of ['/v1/health', '/v1/properties', '/v1/nowhere']) {
+      const res = await raw(`GET ${path} HTTP/1.1\r\nUser-Agent: raw/1.0\r\nConnection: close\r\n\r\n`)
+      expectProblem(res, {
+        code: 'MISSING_REQUIRED_HEADER', instance: path, detail: 'The Host header is required.',
+        errors: [{ field: 'Host', code: 'REQUIRED', detail: 'Send the host name of the API you call, e.g. api.acme-hotels.example.' }],
+      })
+    }
+  })
+
+  it('answers an HTTP/1.0 request without Host, which needs none', async () => {
+    const res = await raw('GET /v1/health HTTP/1.0\r\n\r\n')
+    expect({ status: res.statusCode, body: res.body }).toEqual({ status: 200, body: '{"status":"ok"}' })
+  })
+
+  it('answers two Host lines 400 INVALID_HEADER, whichever comes first', async () => {
+    for (const hosts of ['Host: api.acme-hotels.example\r\nHost: api.globex-resorts.example', 'Host: localhost\r\nHost: localhost']) {
+      const res = await raw(`GET /v1/health HTTP/1.1\r\n${hosts}\r\nConnection: close\r\n\r\n`)
+      expectProblem(res, { code: 'INVALID_HEADER', instance: '/v1/health', detail: 'Invalid Host header.', errors: [oneHost] })
+    }
+  })
+
+  it('answers two Authorization lines 400 INVALID_HEADER before any credential is read', async () => {
+    const res = await raw('GET /v1/properties HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw/1.0\r\nAuthorization: Bearer svc_live_a\r\nAuthorization: Bearer svc_live_b\r\nConnection: close\r\n\r\n')
+    expectProblem(res, {
+      code: 'INVALID_HEADER', instance: '/v1/properties', detail: 'Invalid Authorization header.',
+      errors: [{ field: 'Authorization', code: 'INVALID_FORMAT', detail: 'Send one Authorization header.' }],
+    })
+  })
+})
+
 describe('requests Node would answer or drop by itself', () => {
   it('answers CONNECT with 405 problem+json instead of dropping the connection', async () => {
     const res = await raw('CONNECT api.acme-hotels.example:443 HTTP/1.1\r\nHost: api.acme-hotels.example:443\r\n\r\n')

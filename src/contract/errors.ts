@@ -32,11 +32,11 @@ export const errorCatalog = {
   },
   MISSING_REQUIRED_HEADER: {
     status: 400, title: 'Missing required header',
-    tip: 'Send the headers listed in `errors`. User-Agent should name your integration and its version, e.g. `acme-channel-sync/2.3`.',
+    tip: 'Send the headers listed in `errors`. User-Agent should name your integration and its version, e.g. `acme-channel-sync/2.3`; Host the API\'s host name.',
   },
   INVALID_HEADER: {
     status: 400, title: 'Invalid header',
-    tip: 'User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -; Service-Property-Id a property id (UUID); Idempotency-Key, sent once, 1 to 255 visible ASCII characters other than `"` and `\\`, bare or in double quotes.',
+    tip: 'Send Host and Authorization once each. User-Agent takes 3 to 255 printable ASCII characters; Service-Correlation-Id 1 to 128 of A-Z a-z 0-9 . _ = + / -; Service-Property-Id a property id (UUID); Idempotency-Key, sent once, 1 to 255 visible ASCII characters other than `"` and `\\`, bare or in double quotes.',
   },
   HEADER_NOT_ALLOWED: {
     status: 400, title: 'Header not allowed',

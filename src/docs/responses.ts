@@ -17,9 +17,8 @@ const takesBody: Condition = (p, m) => p.body !== 'none' && BODY_METHODS.has(m)
 const isGetProperty = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getProperty.path
 
 const conditional: Partial<Record<ErrorCode, Condition>> = {
-  // 3. headers and body framing (routes with a key only)
-  MISSING_REQUIRED_HEADER: takesKey,
-  INVALID_HEADER: takesKey,
+  // 3. headers and body framing (routes with a key only). MISSING_REQUIRED_HEADER and
+  // INVALID_HEADER answer on every route: a Host missing or sent twice is refused at step 1.
   HEADER_NOT_ALLOWED: (p) => p.auth && p.scope === 'brand',
   UNEXPECTED_BODY: takesKey,
   UNSUPPORTED_MEDIA_TYPE: takesBody,

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { HEADER_CORRELATION_ID, HEADER_PROPERTY_ID } from '../contract/headers.js'
+import { headerLines } from '../http/header-lines.js'
 import { IDEMPOTENCY_METHODS, type IdempotencyRule, type Scope } from '../routes/policy.js'
 
 // Step 3 of the order of checks (docs/architecture.md, "Order of checks"): the request headers
@@ -20,13 +21,6 @@ const IDEMPOTENCY_KEY = /^[\x21\x23-\x5B\x5D-\x7E]{1,255}$/
 export function idempotencyKeyOf(value: string): string | undefined {
   const key = value.length >= 2 && value.startsWith('"') && value.endsWith('"') ? value.slice(1, -1) : value
   return IDEMPOTENCY_KEY.test(key) ? key : undefined
-}
-
-/** How many `Idempotency-Key` lines the request has (Node joins repeats into one value). */
-function idempotencyKeyLines(raw: readonly string[]): number {
-  let lines = 0
-  for (let i = 0; i < raw.length; i += 2) if ((raw[i] as string).length === 15 && (raw[i] as string).toLowerCase() === 'idempotency-key') lines += 1
-  return lines
 }
 
 function listed(fields: string[]): string {
@@ -63,6 +57,10 @@ export function headerStage(scope: Scope, idempotency?: IdempotencyRule) {
     if (userAgent !== undefined && !USER_AGENT.test(userAgent)) {
       invalid.push({ field: 'User-Agent', code: 'INVALID_FORMAT', detail: 'Must be 3 to 255 printable ASCII characters.' })
     }
+    // Node keeps the first of two Authorization lines; which one the partner meant is not ours to guess.
+    if (headers.authorization !== undefined && headerLines(request.raw.rawHeaders, 'authorization') > 1) {
+      invalid.push({ field: 'Authorization', code: 'INVALID_FORMAT', detail: 'Send one Authorization header.' })
+    }
     const correlation = headers[HEADER_CORRELATION_ID]
     if (correlation !== undefined && request.correlationId === null) {
       invalid.push({ field: 'Service-Correlation-Id', code: 'INVALID_FORMAT', detail: 'Must be 1 to 128 characters of A-Z a-z 0-9 . _ = + / -.' })
@@ -71,7 +69,7 @@ export function headerStage(scope: Scope, idempotency?: IdempotencyRule) {
       invalid.push({ field: 'Service-Property-Id', code: 'INVALID_FORMAT', detail: 'Must be a property id (a UUID) as listed by GET /v1/properties.' })
     }
     if (idempotencyValue !== undefined) {
-      const key = typeof idempotencyValue === 'string' && idempotencyKeyLines(request.raw.rawHeaders) === 1 ? idempotencyKeyOf(idempotencyValue) : undefined
+      const key = typeof idempotencyValue === 'string' && headerLines(request.raw.rawHeaders, 'idempotency-key') === 1 ? idempotencyKeyOf(idempotencyValue) : undefined
       if (key === undefined) {
         invalid.push({ field: 'Idempotency-Key', code: 'INVALID_FORMAT', detail: 'Send it once: 1 to 255 visible ASCII characters other than " and \\, bare or in double quotes.' })
       } else {

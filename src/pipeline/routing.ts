@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../contract/errors.js'
 import { pathOf, quoteInput } from '../contract/problem.js'
+import { headerLines } from '../http/header-lines.js'
 import { MAX_URL_LENGTH } from '../http/limits.js'
 import type { RouteIndex } from '../http/route-index.js'
 
@@ -14,7 +15,21 @@ function checkUrlLength(request: FastifyRequest): void {
   }
 }
 
+/**
+ * The host, then the brand it selects. An HTTP/1.1 request names its host exactly once (RFC
+ * 9112 3.2): none, or two (Node would keep the first), is a malformed request, answered
+ * before anything is decided on a host.
+ */
 function resolveBrand(request: FastifyRequest): void {
+  const lines = headerLines(request.raw.rawHeaders, 'host')
+  if (lines === 0 && request.raw.httpVersion === '1.1') {
+    throw new ApiError('MISSING_REQUIRED_HEADER', 'The Host header is required.', {
+      errors: [{ field: 'Host', code: 'REQUIRED', detail: 'Send the host name of the API you call, e.g. api.acme-hotels.example.' }],
+    })
+  }
+  if (lines > 1) {
+    throw new ApiError('INVALID_HEADER', 'Invalid Host header.', { errors: [{ field: 'Host', code: 'INVALID_FORMAT', detail: 'Send one Host header.' }] })
+  }
   request.brand = request.server.brands.forHost(request.host) ?? null
 }
 
