@@ -1,4 +1,4 @@
-import { shipped } from '../helpers/declared.js'
+import { shipped, startWithService } from '../helpers/declared.js'
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -137,6 +137,33 @@ describe('the scope check (step 4, after the brand, before the quota)', () => {
     })
     // The refusal comes before the body is read: the service never hears of it.
     expect(service.received.filter((r) => r.method !== 'GET' && r.method !== 'HEAD')).toEqual([])
+  })
+
+  it('never takes one resource\'s write scope for another\'s read: a key with guests:write alone reads no properties, rooms or guests', async () => {
+    // The shipped routes as they are: the rooms need rooms:read.
+    const s = await startWithService()
+    try {
+      const writer = await s.t.key({ scopes: ['guests:write'] })
+      const id = String(s.t.pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
+      const refusals: [string, string, Record<string, string>][] = [
+        ['/v1/properties', 'properties:read', {}],
+        [`/v1/properties/${id}`, 'properties:read', {}],
+        ['/v1/rooms', 'rooms:read', { 'service-property-id': id }],
+        ['/v1/guests', 'guests:read', {}],
+        [`/v1/guests/${guest.id}`, 'guests:read', {}],
+      ]
+      for (const [path, scope, headers] of refusals) {
+        expectProblem(await s.t.call('GET', path, { key: writer, headers }), {
+          code: 'INSUFFICIENT_SCOPE', instance: path, detail: `This API key lacks the scope '${scope}' that this request needs.`,
+          headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${scope}"` },
+        })
+      }
+      // What it may do, it does.
+      expect((await s.t.call('POST', '/v1/guests', { key: writer, body: JSON.stringify({ firstName: 'Ann', lastName: 'Lee', email: 'ann@example.com' }) })).statusCode).toBe(201)
+      expect(s.service.received.map((r) => r.method)).toEqual(['POST'])
+    } finally {
+      await s.close()
+    }
   })
 
   it('needs the scope a declared route names in the config file', async () => {
