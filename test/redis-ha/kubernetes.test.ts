@@ -50,6 +50,7 @@ describe('deploy/kubernetes', () => {
     writeFileSync(file, configMap.data['config.json'])
     const started = loadConfig({ ...env, ...one('Secret').stringData, CONFIG_FILE: file }, { requirePms: true, requireTokens: true })
     expect(started.adminHost).toBe('0.0.0.0')
+    expect(started.adminToken).toEqual(expect.stringMatching(/^replace-me-.{6,}$/))
     expect(started.adminToken).toBe(one('Secret').stringData.ADMIN_TOKEN)
     expect(env.ADMIN_TOKEN).toBeUndefined()
   })
