@@ -19,6 +19,10 @@ export type Pagination = components['schemas']['Pagination']
 
 type QueryOf<O> = O extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never
 type BodyOf<O> = O extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never
+/** The JSON body of an operation's success (200, 201 or 202), as the document describes it. */
+type OkBodyOf<O> = O extends { responses: infer R }
+  ? { [S in keyof R]: S extends 200 | 201 | 202 ? (R[S] extends { content: { 'application/json': infer B } } ? B : never) : never }[keyof R]
+  : never
 
 export type ListPropertiesQuery = QueryOf<operations['listProperties']>
 export type ListGuestsQuery = QueryOf<operations['listGuests']>
@@ -176,16 +180,16 @@ export class PartnerClient {
   }
 
   /** `GET /v1/health`: `{ status: 'ok' }`; no credential is sent. */
-  health(options?: CallOptions): Promise<AnswerOf<components['schemas']['HealthOk']>> {
+  health(options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getHealth']>>> {
     return this.send('GET', '/v1/health', (a) => this.api.GET('/v1/health', { ...a }), options, false)
   }
 
   readonly properties = {
     /** `GET /v1/properties`: one page of the active properties the credential may use. */
-    list: (query: ListPropertiesQuery = {}, options?: CallOptions): Promise<AnswerOf<components['schemas']['PropertyListResponse']>> =>
+    list: (query: ListPropertiesQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listProperties']>>> =>
       this.send('GET', '/v1/properties', (a) => this.api.GET('/v1/properties', { params: { query, header: this.ua }, ...a }), options),
     /** `GET /v1/properties/{propertyId}`: one property, whatever its status. */
-    get: (propertyId: string, options?: CallOptions): Promise<AnswerOf<components['schemas']['PropertyResponse']>> =>
+    get: (propertyId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getProperty']>>> =>
       this.send('GET', '/v1/properties/{propertyId}', (a) => this.api.GET('/v1/properties/{propertyId}', { params: { path: { propertyId }, header: this.ua }, ...a }), options),
     /** Every property of every page (100 a page unless `perPage` says otherwise), until `total`. */
     listAll: (query: ListPropertiesQuery = {}, options?: CallOptions): AsyncGenerator<Property, void, undefined> =>
@@ -194,22 +198,22 @@ export class PartnerClient {
 
   readonly guests = {
     /** `GET /v1/guests`: the bookings service's answer. */
-    list: (query: ListGuestsQuery = {}, options?: CallOptions): Promise<ApiResponse> =>
+    list: (query: ListGuestsQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listGuests']>>> =>
       this.send('GET', '/v1/guests', (a) => this.api.GET('/v1/guests', { params: { query, header: this.ua }, ...a }), options),
     /** `POST /v1/guests`, with an `Idempotency-Key` (the one given, else a new UUID). */
-    create: (body: CreateGuestBody, options?: CallOptions): Promise<ApiResponse> =>
+    create: (body: CreateGuestBody, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['createGuests']>>> =>
       this.send('POST', '/v1/guests', (a) => this.api.POST('/v1/guests', { params: { header: this.ua }, body, ...a }), options),
     /** `GET /v1/guests/{guestId}`. */
-    get: (guestId: string, query: GetGuestQuery = {}, options?: CallOptions): Promise<ApiResponse> =>
+    get: (guestId: string, query: GetGuestQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getGuestsByGuestId']>>> =>
       this.send('GET', '/v1/guests/{guestId}', (a) => this.api.GET('/v1/guests/{guestId}', { params: { path: { guestId }, query, header: this.ua }, ...a }), options),
     /** `PATCH /v1/guests/{guestId}`, with an `Idempotency-Key`. */
-    update: (guestId: string, body: UpdateGuestBody, options?: CallOptions): Promise<ApiResponse> =>
+    update: (guestId: string, body: UpdateGuestBody, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['updateGuestsByGuestId']>>> =>
       this.send('PATCH', '/v1/guests/{guestId}', (a) => this.api.PATCH('/v1/guests/{guestId}', { params: { path: { guestId }, header: this.ua }, body, ...a }), options),
   }
 
   readonly rooms = {
     /** `GET /v1/rooms` of one property (sent as `Service-Property-Id`). */
-    list: (propertyId: string, query: ListRoomsQuery = {}, options?: CallOptions): Promise<ApiResponse> =>
+    list: (propertyId: string, query: ListRoomsQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listRooms']>>> =>
       this.send('GET', '/v1/rooms', (a) => this.api.GET('/v1/rooms', { params: { query, header: { ...this.ua, 'Service-Property-Id': propertyId } }, ...a }), options),
   }
 
