@@ -2,7 +2,7 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', '.stryker-tmp/', 'reports/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', '.stryker-tmp/', 'reports/', 'sdk/dist/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -27,6 +27,9 @@ export default {
     'src/ratelimit/**/*.ts',
     'src/oauth/**/*.ts',
     'src/idempotency/**/*.ts',
+    // The partner client's rules: what it retries and waits, its keys and tokens, webhook
+    // checks (sdk/README.md). Its generated types (sdk/src/openapi.ts) hold no code to mutate.
+    'sdk/src/**/*.ts',
     // The request log line and the request metrics: an operator's surface, not a rule a partner
     // sees, pinned by the observability tests by field name; its mutants are mostly in the
     // serialiser's schema and pino's plumbing, where a change alters no answer.

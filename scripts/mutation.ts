@@ -160,8 +160,9 @@ async function writeSummary(): Promise<void> {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const args = process.argv.slice(2)
-  const modules = args.filter((a) => a.startsWith('src/'))
-  const options = args.filter((a) => !a.startsWith('src/'))
+  const isModule = (arg: string): boolean => arg.startsWith('src/') || arg.startsWith('sdk/')
+  const modules = args.filter(isModule)
+  const options = args.filter((a) => !isModule(a))
   if (modules.length > 0) options.push('--mutate', patternsFor(await mutatePatterns(), modules).join(','))
   if (!args.includes('--summary')) {
     mkdirSync(dirname(RUN_FILE), { recursive: true })

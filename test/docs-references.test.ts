@@ -19,8 +19,8 @@ import { describe, expect, it } from 'vitest'
 //
 // This file names the patterns it looks for, so it leaves itself out of the scan.
 
-const SCANNED = ['src', 'mocks', 'test', 'bench', 'scripts', '.ci', 'deploy', 'config', 'Dockerfile', 'docker-compose.yml']
-const SKIPPED = [/^bench\/results\//, /\.(md|png|jpg|svg)$/, /(^|\/)node_modules\//, /^test\/docs-references\.test\.ts$/]
+const SCANNED = ['src', 'sdk', 'mocks', 'test', 'bench', 'scripts', '.ci', 'deploy', 'config', 'Dockerfile', 'docker-compose.yml']
+const SKIPPED = [/^bench\/results\//, /^sdk\/dist\//, /\.(md|png|jpg|svg)$/, /(^|\/)node_modules\//, /^test\/docs-references\.test\.ts$/]
 
 /** A citation: a path ending in .md (or README), then `, "<heading>"` or ` §D<n>`, either optional. */
 const CITATION = /(?<![\w./-])((?:[\w-]+\/)*[\w.-]+\.md|README)(?:,\s*"([^"]+)"|\s+(§D\d+))?/g
@@ -177,8 +177,8 @@ describe('the project', () => {
     expect(problems).toEqual([])
   })
 
-  it('links, from the README and docs/, only to files and headings that exist', () => {
-    const documents = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`), 'bench/README.md']
+  it('links, from the READMEs and docs/, only to files and headings that exist', () => {
+    const documents = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`), 'bench/README.md', 'sdk/README.md']
     const problems = documents.flatMap((file) => linkProblems(file, readFileSync(file, 'utf8'), readIfFile))
     expect(problems).toEqual([])
   })
