@@ -339,6 +339,8 @@ export interface operations {
              * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
              *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
              *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
              *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
              */
             400: {
@@ -356,7 +358,7 @@ export interface operations {
                         /** @constant */
                         status?: 400;
                         /** @enum {unknown} */
-                        code?: "UNKNOWN_QUERY_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MALFORMED_REQUEST";
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "MALFORMED_REQUEST";
                     };
                 };
             };
