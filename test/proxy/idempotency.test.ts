@@ -465,10 +465,10 @@ describe('the record', () => {
   })
 })
 
-describe('Redis unreachable', () => {
+/** A gateway of the describe's own, on a Redis server of its own that a test may stop or pause. */
+function onPrivateRedis(): { redis: () => PrivateRedis; gateway: () => TestGateway } {
   let privateRedis: PrivateRedis
   let g: TestGateway
-
   beforeAll(async () => {
     privateRedis = await PrivateRedis.start()
     g = await TestGateway.start({
@@ -476,13 +476,18 @@ describe('Redis unreachable', () => {
       env: { REDIS_URL: privateRedis.url, UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
     })
   })
-
   afterAll(async () => {
     await g.close()
     await privateRedis.stop()
   })
+  return { redis: () => privateRedis, gateway: () => g }
+}
+
+describe('Redis unreachable', () => {
+  const setup = onPrivateRedis()
 
   it('answers a keyed request 503 with Retry-After, not forwarded; a keyless one on an optional route goes through', async () => {
+    const [g, privateRedis] = [setup.gateway(), setup.redis()]
     const admin = new Redis(privateRedis.url)
     const privateKey = (await new RedisKeyStore(admin, g.prefix).create({ brand: 'acme', mode: 'live', properties: '*' })).key
     admin.disconnect()
@@ -504,23 +509,10 @@ describe('Redis unreachable', () => {
 })
 
 describe('a partner gone before its request was forwarded', () => {
-  let privateRedis: PrivateRedis
-  let g: TestGateway
-
-  beforeAll(async () => {
-    privateRedis = await PrivateRedis.start()
-    g = await TestGateway.start({
-      config: { upstreams: { bookings: { ...shipped.upstreams.bookings, sandboxUrl: undefined } } as FileConfigInput['upstreams'], routes },
-      env: { REDIS_URL: privateRedis.url, UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN },
-    })
-  })
-
-  afterAll(async () => {
-    await g.close()
-    await privateRedis.stop()
-  })
+  const setup = onPrivateRedis()
 
   it('frees the record: nothing was sent, the retry is forwarded, and the request has its line', async () => {
+    const [g, privateRedis] = [setup.gateway(), setup.redis()]
     const admin = new Redis(privateRedis.url)
     try {
       const privateKey = (await new RedisKeyStore(admin, g.prefix).create({ brand: 'acme', mode: 'live', properties: '*' })).key
