@@ -1,5 +1,5 @@
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type onRequestHookHandler, type preHandlerAsyncHookHandler,
+  LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type onRequestHookHandler, type onResponseHookHandler, type preHandlerAsyncHookHandler,
 } from 'fastify'
 import { ServerResponse, type IncomingMessage, type RequestListener } from 'node:http'
 import type { Logger } from 'pino'
@@ -28,6 +28,10 @@ import { parametersStage } from './pipeline/parameters.js'
 import { rateLimitStage } from './pipeline/rate-limit.js'
 import { propertyScopeStage, testModeStage, type SandboxCheck } from './pipeline/resource.js'
 import { scopeStage } from './pipeline/scope.js'
+import { expiryNoticeStage } from './pipeline/expiry-notice.js'
+import { credentialRoute } from './credentials/partner-route.js'
+import type { CredentialService } from './credentials/service.js'
+import type { UsageRecorder } from './credentials/usage.js'
 import { notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
@@ -58,9 +62,28 @@ export interface AppDependencies {
   tracing?: Tracing
   /** The records of Idempotency-Key; without them a declared route forwards the header and keeps nothing. */
   idempotency?: IdempotencyRecords
+  // Credentials over their life (docs/architecture.md, "Usage and last use").
+  /** Counts each credential's requests; without it nothing is counted. */
+  usage?: UsageRecorder
+  /** Behind GET /v1/credential; without it the route is not served. */
+  credentials?: CredentialService
 }
 
 function noop(): void {}
+
+/**
+ * Counts each answer to a request whose credential was found (docs/architecture.md, "Usage
+ * and last use"): `<METHOD> <route template>`, made once per method of the route.
+ */
+function countUsage(usage: UsageRecorder, policy: RoutePolicy) {
+  const labels: Record<string, string> = {}
+  for (const method of [...policy.methods, 'HEAD']) labels[method] = `${method} ${policy.path}`
+  return function count(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    const principal = request.principal
+    if (principal !== null) usage.count(principal, labels[request.method] ?? `${request.method} ${policy.path}`, reply.statusCode)
+    done()
+  }
+}
 
 /** Load shedding: every route but health answers 503; health answers unhealthy itself. */
 function shedLoad(shedder: LoadShedder, metrics: Metrics | undefined) {
@@ -154,6 +177,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     : undefined
   const hasSandbox = deps.hasSandbox ?? (() => true)
   const checkPropertyScope = propertyScopeStage(deps.properties, config.accessDeniedStatus)
+  const warningMs = config.keys.expiryWarningDays * 86_400_000
+  const noticeExpiry = warningMs > 0 ? expiryNoticeStage(warningMs) : undefined
 
   /**
    * The order of checks (docs/architecture.md, "Order of checks") for one route, composed from
@@ -170,7 +195,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
       ...(policy.auth ? [headerStage(policy.scope, policy.idempotency), bodyStage(policy)] : []), // 3. headers, body framing
-      ...(policy.auth ? [authenticate, scopeStage(policy)] : []), // 4. API key or access token, brand, then the method's scope
+      ...(policy.auth ? [authenticate] : []), // 4. API key or access token, where it is used from, brand,
+      ...(policy.auth && noticeExpiry !== undefined ? [noticeExpiry] : []), // (its coming expiry on every answer from here on)
+      ...(policy.auth ? [scopeStage(policy)] : []), // then the method's scope
       ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
       parametersStage(policy.query, policy.pathParams), // 6. query and path parameters (then the body is read: 6, well-formed JSON)
     ]
@@ -193,6 +220,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     const own = (hooks: unknown): unknown[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks])
     route.onRequest = [...stages.onRequest, ...own(route.onRequest)] as onRequestHookHandler[]
     route.preHandler = [...stages.preHandler, ...own(route.preHandler)] as preHandlerAsyncHookHandler[]
+    // After the answer: the credential's usage, by route template and status class.
+    if (deps.usage !== undefined && policy.auth) route.onResponse = [countUsage(deps.usage, policy), ...own(route.onResponse)] as onResponseHookHandler[]
   })
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
@@ -220,6 +249,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   await app.register(healthRoutes)
   await app.register(propertyRoutes(deps.properties))
+  if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // A streamed answer cut short never finishes: Fastify runs no onResponse hook for it, the
