@@ -254,7 +254,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // A streamed answer cut short never finishes: Fastify runs no onResponse hook for it, the
     // proxy has its line written.
-    await app.register(declaredRoutes(config.routes, deps.services, { ...deps.proxyHooks, onUnfinished: (request, reply) => observe(request, reply, noop) },
+    const usage = deps.usage
+    const unfinished = (request: FastifyRequest, reply: FastifyReply): void => {
+      observe(request, reply, noop)
+      // Its usage too, which the route's own onResponse hook would have counted.
+      const policy = request.routeOptions.config.policy
+      if (usage !== undefined && request.principal !== null && policy !== undefined) usage.count(request.principal, `${request.method} ${policy.path}`, reply.statusCode)
+    }
+    await app.register(declaredRoutes(config.routes, deps.services, { ...deps.proxyHooks, onUnfinished: unfinished },
       deps.idempotency === undefined ? undefined : { records: deps.idempotency, maxBodyBytes: config.idempotency.maxBodyBytes }))
   }
   return app
