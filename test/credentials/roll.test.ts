@@ -75,8 +75,14 @@ describe('keys roll', () => {
     // The previous secret's answers name when it stops (within the expiry warning).
     expect((await call('b', first)).headers['service-credential-expires']).toBe(rolled.previousSecretExpiresAt)
     expect((await call('b', rolled.secret)).headers['service-credential-expires']).toBeUndefined()
+    // When each secret was last used, to the minute, once the instances have written their counts.
+    await Promise.all([t.gateway.usage.flush(), twin.gateway.usage.flush()])
     const shown = await json<Record<string, unknown>>('show', id)
-    expect(shown).toMatchObject({ id, previousSecretExpiresAt: rolled.previousSecretExpiresAt, status: 'active' })
+    expect(shown).toMatchObject({
+      id, previousSecretExpiresAt: rolled.previousSecretExpiresAt, status: 'active',
+      previousSecretLastUsedAt: expect.stringMatching(/:00\.000Z$/), lastUsedAt: expect.stringMatching(/:00\.000Z$/),
+    })
+    expect(Date.now() - Date.parse(shown.previousSecretLastUsedAt as string)).toBeLessThan(5 * 60_000)
 
     const ended = await tool('end-overlap', id)
     expect(ended.code).toBe(0)
