@@ -30,6 +30,9 @@ export default {
     // The partner client's rules: what it retries and waits, its keys and tokens, webhook
     // checks (sdk/README.md). Its generated types (sdk/src/openapi.ts) hold no code to mutate.
     'sdk/src/**/*.ts',
+    // Credentials over their life: the service behind the key tool and the credentials API,
+    // usage counting, the audit trail, the admin API's validation, GET /v1/credential.
+    'src/credentials/**/*.ts',
     // The request log line and the request metrics: an operator's surface, not a rule a partner
     // sees, pinned by the observability tests by field name; its mutants are mostly in the
     // serialiser's schema and pino's plumbing, where a change alters no answer.
@@ -38,7 +41,10 @@ export default {
     // run it, from dist/ in a child process, where no mutant is switched on, so every mutant
     // would be reported as surviving whatever the tests check.
     '!src/keys/cli.ts',
-    '!src/keys/tool.ts',
+    '!src/credentials/tool.ts',
+    // The admin port's OpenAPI document: wording and structure, checked whole by a validator and
+    // by every answer of the credentials API's tests; no rule of its own.
+    '!src/credentials/admin-openapi.ts',
   ],
   // Code that runs once, when a module loads (the error catalog, the route tables), can only be
   // tested by rerunning the whole suite for each of its mutants: minutes per mutant, days in

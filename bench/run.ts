@@ -9,12 +9,14 @@ import { request } from 'undici'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { redisAnswers } from '../src/redis.js'
 import { benchAuth } from './auth.js'
+import { benchCredentials } from './credentials.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort } from './ports.js'
 import { benchTracing } from './tracing.js'
 import { INSTALL_HINT, runWrk, wrkAvailable, type WrkRequest } from './wrk.js'
 
-// `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>] [-- --node-options "<flags>"]`:
+// `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>[|<text>…]] [-- --node-options "<flags>"]
+// [-- --baseline <checkout>]`:
 // every server in its own process (the gateway in several configurations, the references, the
 // stand-in PMS), and the load generator too: wrk sends each row the same fixed number of
 // requests against the gateway and against each of its references in alternating rounds. The
@@ -36,6 +38,9 @@ const { values: flags } = parseArgs({
     only: { type: 'string' },
     'node-options': { type: 'string' },
     amount: { type: 'string' },
+    // A checkout of the gateway before a change, built (its dist/ and node_modules/): the
+    // rows that compare the gateway with itself before it (the usage-counting row).
+    baseline: { type: 'string' },
   },
 })
 const QUICK = flags.quick === true
@@ -50,7 +55,9 @@ const SOAK_FIRST_SAMPLE = QUICK ? 5 : 20
 // The breakdown: seconds of load per row under the profiler, and its sampling interval.
 const BREAKDOWN_SECONDS = QUICK ? 3 : 6
 const PROFILE_INTERVAL_US = 200
-const ONLY = flags.only?.toLowerCase()
+/** `--only a|b`: the rows whose name holds any of them. */
+const ONLY = flags.only?.toLowerCase().split('|').filter((o) => o !== '')
+const BASELINE = flags.baseline
 const GATEWAY_NODE_OPTIONS = (flags['node-options'] ?? '').split(/\s+/).filter((o) => o !== '')
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PMS_TOKEN = 'bench-pms-token'
@@ -123,7 +130,7 @@ interface Server {
   inspectPort?: number
 }
 
-async function startGateway(name: string, pmsUrl: string, overrides: Record<string, unknown>, env: Record<string, string> = {}): Promise<Server> {
+async function startGateway(name: string, pmsUrl: string, overrides: Record<string, unknown>, env: Record<string, string> = {}, script = 'dist/src/server.js'): Promise<Server> {
   const configFile = join(dir, `${name}.json`)
   writeFileSync(configFile, JSON.stringify({
     docsUrl: 'https://developer.example.com',
@@ -138,7 +145,7 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   const port = await freePort()
   // The inspector stays closed until the breakdown, after every measured round, asks for it.
   const inspectPort = await freePort()
-  const child = startProcess('dist/src/server.js', {
+  const child = startProcess(script, {
     PORT: String(port), ADMIN_PORT: String(await freePort()), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: PREFIX,
     PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', ...env,
   // One log line per request, as in production, written to /dev/null: the driver must not
@@ -255,7 +262,7 @@ function sendOf(call: Call): Pick<Target, 'method' | 'body' | 'newKeys'> {
  * of the stand-in service), or `gateway` (another gateway configuration: the tracing rows
  * against the gateway without tracing).
  */
-type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string }
+type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string; call?: Call; name?: string }
 
 /** One row: a gateway configuration and a request to it, the answer it must give, its references (the first is the target's). */
 interface Scenario {
@@ -307,6 +314,11 @@ const IDEMPOTENCY_ROWS = {
   replay: 'POST /v1/guests, declared route, Idempotency-Key replayed',
 } as const
 const TOKEN_ROW = 'GET /v1/properties/{id}, cache hit, access token remembered'
+// Credentials over their life (docs/performance.md, "Credentials over their life"): each within 5 % of its reference.
+const CREDENTIAL_ROWS = {
+  usage: 'GET /v1/properties/{id}, cache hit, usage counted, against the gateway before credentials over their life',
+  allowList: 'GET /v1/properties/{id}, cache hit, a key with 32 allowed addresses, against a key without',
+} as const
 
 async function main(): Promise<void> {
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), freeGiB: Math.round(freemem() / 2 ** 30), node: process.version, date: new Date().toISOString() }
@@ -359,6 +371,12 @@ async function main(): Promise<void> {
     'traced-1': async () => startGateway('traced-1', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp() }),
     'traced-100': async () => startGateway('traced-100', pmsUrl, { oauth }, { OTEL_EXPORTER_OTLP_ENDPOINT: await startOtlp(), OTEL_TRACES_SAMPLER_ARG: '1' }),
     'no-limiter': () => startGateway('no-limiter', pmsUrl, { rateLimit: { enabled: false } }),
+    // The cached gateway as it was before credentials over their life (--baseline), on the same
+    // config, Redis and key: what counting usage (and every other check added) costs the cached GET.
+    baseline: () => {
+      if (BASELINE === undefined) throw new Error('the usage row needs --baseline <a built checkout of the gateway before the change>')
+      return startGateway('baseline', pmsUrl, { oauth }, {}, join(BASELINE, 'dist/src/server.js'))
+    },
     // The cached gateway ending each answer the moment it is ready: what ending the answers
     // of one turn together (server.coalesceAnswers, on by default) saves.
     'one-by-one': () => startGateway('one-by-one', pmsUrl, { oauth, server: { coalesceAnswers: false } }),
@@ -422,6 +440,12 @@ async function main(): Promise<void> {
   const restricted = { ...auth, authorization: `Bearer ${restrictedKey}` }
 
   const single = { path: `/v1/properties/${id}`, headers: auth }
+  // A key that may be used from 32 addresses and blocks, the one wrk calls from last.
+  const fenced = await store.create({
+    brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench-fenced',
+    allowedIps: [...Array.from({ length: 16 }, (_, i) => `10.${i}.0.0/16`), ...Array.from({ length: 15 }, (_, i) => `2001:db8:${i.toString(16)}::/48`), '127.0.0.1'],
+  })
+  const fencedSingle = { path: single.path, headers: { ...auth, authorization: `Bearer ${fenced.key}` } }
   // A key of the right form that no store knows: the 401 rows, with answers ended together and one by one.
   const unknownKey = { path: '/v1/properties', headers: { ...auth, authorization: `Bearer svc_live_${'x'.repeat(28)}` } }
   const list = { path: '/v1/properties?perPage=100', headers: auth }
@@ -454,6 +478,18 @@ async function main(): Promise<void> {
       },
     },
   ]
+  // Credentials over their life: the cached GET against the gateway before it; a key with 32
+  // allowed addresses against one without, on the same gateway.
+  if (BASELINE !== undefined) {
+    allScenarios.push({
+      name: CREDENTIAL_ROWS.usage, gateway: 'cached', call: single, status: 200, connections: CONNECTIONS, amount: AMOUNT,
+      references: [{ kind: 'gateway', gateway: 'baseline', name: 'gateway before' }],
+    })
+  }
+  allScenarios.push({
+    name: CREDENTIAL_ROWS.allowList, gateway: 'cached', call: fencedSingle, status: 200, connections: CONNECTIONS, amount: AMOUNT,
+    references: [{ kind: 'gateway', gateway: 'cached', call: single, name: 'key without' }],
+  })
   // Tracing: the cached GET with export on against the same gateway without it, and the
   // gateway without tracing against a twin of itself (what a difference of nothing measures).
   const untraced: Reference[] = [{ kind: 'gateway', gateway: 'cached' }]
@@ -475,8 +511,8 @@ async function main(): Promise<void> {
     { name: IDEMPOTENCY_ROWS.newKey, gateway: 'declared-writes', call: { ...guest, headers: writeHeaders, newKeys: true }, status: 201, references: [{ kind: 'proxy' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
     { name: IDEMPOTENCY_ROWS.replay, gateway: 'declared-writes', call: { ...guest, headers: { ...writeHeaders, 'idempotency-key': `bench-replayed-${PREFIX}` } }, status: 201, references: [{ kind: 'proxy' }], connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 5) },
   )
-  const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => s.name.toLowerCase().includes(ONLY))
-  const calibrating = ONLY === undefined || 'calibration'.includes(ONLY)
+  const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => ONLY.some((o) => s.name.toLowerCase().includes(o)))
+  const calibrating = ONLY === undefined || ONLY.some((o) => 'calibration'.includes(o))
   if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
 
   // What the bare references (Fastify, node:http) answer: the gateway's own bytes for each request.
@@ -537,7 +573,9 @@ async function main(): Promise<void> {
         continue
       }
       const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'gateway' ? await gateway(ref.gateway) : bare.get(ref.kind)) as Server
-      references.push({ url: `${base.url}${s.call.path}`, headers: s.call.headers, pid: base.pid, ...sendOf(s.call) })
+      // A gateway reference may send its own request (another key: the allowed-addresses row).
+      const call = ref.kind === 'gateway' && ref.call !== undefined ? ref.call : s.call
+      references.push({ url: `${base.url}${call.path}`, headers: call.headers, pid: base.pid, ...sendOf(call) })
     }
     targets.set(s.name, { gateway: { url: `${server.url}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call) }, references })
   }
@@ -574,7 +612,7 @@ async function main(): Promise<void> {
     }
     const gw = summarise('gateway', m.gateway, s.status)
     const references = s.references.map((ref, i): Compared => {
-      const name = REFERENCE_NAMES[ref.kind]
+      const name = ref.kind === 'gateway' && ref.name !== undefined ? ref.name : REFERENCE_NAMES[ref.kind]
       const measure = summarise(name, m.references[i] as Measure[], ref.kind === 'pms' ? 200 : s.status)
       return { reference: name, measure, cpuRatio: round2(measure.cpuUs / gw.cpuUs), rpsRatio: round2(gw.rps / measure.rps), addedP50Us: gw.p50Us - measure.p50Us }
     })
@@ -627,10 +665,11 @@ async function main(): Promise<void> {
   if (scenarios.length > 0) console.log(`the profiles: ${dir}/row-<n>.cpuprofile, rows numbered as in the table`)
 
   const authCost = await benchAuth(QUICK ? 200_000 : 500_000)
+  const credentialsCost = benchCredentials(QUICK ? 300_000 : 1_000_000)
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
   report({
-    machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
-    auth: authCost, tracing: tracingCost, warnings, roundTrips,
+    machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, baseline: BASELINE, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
+    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips,
   })
   await redis.quit()
 }
@@ -747,11 +786,14 @@ interface Results {
   amount: number
   gatewayNodeOptions: string[]
   only: string | undefined
+  /** The checkout the rows against the gateway before ran (--baseline). */
+  baseline: string | undefined
   clockTicks: number
   rows: Row[]
   calibration: Calibration | undefined
   soaks: Soak[]
   auth: Awaited<ReturnType<typeof benchAuth>>
+  credentials: ReturnType<typeof benchCredentials>
   tracing: Awaited<ReturnType<typeof benchTracing>>
   warnings: string[]
   roundTrips: RoundTrips | undefined
@@ -772,6 +814,18 @@ function tokenAgainstKey(rows: Row[]): string[] {
   const more = ((token.gateway.cpuUs - key.gateway.cpuUs) / key.gateway.cpuUs) * 100
   return ['', `Access token remembered against API key, same gateway, same run: ${token.gateway.cpuUs.toFixed(1)} µs against ${key.gateway.cpuUs.toFixed(1)} µs of CPU per answer `
     + `(${more >= 0 ? '+' : ''}${more.toFixed(1)} %; target at most 10 % more: ${more <= 10 ? 'held' : 'missed'}).`]
+}
+
+/** The two rows of credentials over their life against their references: the 5 % targets. */
+function credentialTargets(rows: Row[]): string[] {
+  return Object.values(CREDENTIAL_ROWS).flatMap((name) => {
+    const row = rows.find((r) => r.scenario === name)
+    const reference = row?.references[0]
+    if (row === undefined || reference === undefined) return []
+    const more = ((row.gateway.cpuUs - reference.measure.cpuUs) / reference.measure.cpuUs) * 100
+    return ['', `${name}: ${row.gateway.cpuUs.toFixed(1)} µs against ${reference.measure.cpuUs.toFixed(1)} µs of CPU per answer `
+      + `(${more >= 0 ? '+' : ''}${more.toFixed(1)} %; target at most 5 % more: ${more <= 5 ? 'held' : 'missed'}).`]
+  })
 }
 
 function tracingLine(t: Results['tracing']): string {
@@ -810,7 +864,8 @@ function report(results: Results): void {
     `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; `
       + `median of ${results.rounds} alternating rounds of the row's number of requests per side. `
       + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. Gateway logging at info, one line per request.`
-      + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`),
+      + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`)
+      + (results.baseline === undefined ? '' : ` "The gateway before" runs the build at ${results.baseline}.`),
     '',
     'Load from wrk (`-t1`, the row\'s connections), in a process of its own. CPU is user + system time of the server process over its round (`/proc/<pid>/stat`), per answer; '
       + 'reads and writes are its system calls per answer (`syscr`, `syscw` of `/proc/<pid>/io`); the CPU ratio is reference ÷ gateway (higher is better, 1.00 costs the same), '
@@ -837,6 +892,11 @@ function report(results: Results): void {
     `Authentication on a key-cache hit: ${(results.auth.verifyHitNs / 1000).toFixed(2)} µs per request (SHA-256 of the key alone: ${(results.auth.sha256Ns / 1000).toFixed(2)} µs); `
       + `of a remembered access token: ${(results.auth.tokenHitNs / 1000).toFixed(2)} µs (SHA-256 of the token alone: ${(results.auth.tokenSha256Ns / 1000).toFixed(2)} µs).`,
     ...tokenAgainstKey(results.rows),
+    ...credentialTargets(results.rows),
+    '',
+    `Credentials over their life, in process: counting an answer's usage ${(results.credentials.countUsageNs / 1000).toFixed(3)} µs; `
+      + `an allow-list of 32 entries ${(results.credentials.allowListSameNs / 1000).toFixed(3)} µs for the address asked about last, `
+      + `${(results.credentials.allowListChangingNs / 1000).toFixed(3)} µs for an address not asked about lately, each time.`,
     '',
     tracingLine(results.tracing),
     ...results.warnings.map((w) => `\nWarning: ${w}.`),

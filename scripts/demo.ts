@@ -9,7 +9,7 @@ import { createGateway } from '../src/gateway.js'
 import { createLogger, flushLogger } from '../src/logger.js'
 import { GrantExistsError } from '../src/keys/grants.js'
 import { MemoryKeyStore, type KeyStore } from '../src/keys/store.js'
-import { redactUrl } from '../src/keys/tool.js'
+import { redactUrl } from '../src/credentials/tool.js'
 import { redisAnswers } from '../src/redis.js'
 import { serveDocs } from './docs-server.js'
 

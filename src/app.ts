@@ -28,6 +28,10 @@ import { parametersStage } from './pipeline/parameters.js'
 import { rateLimitStage } from './pipeline/rate-limit.js'
 import { propertyScopeStage, testModeStage, type SandboxCheck } from './pipeline/resource.js'
 import { scopeStage } from './pipeline/scope.js'
+import { expiryNoticeStage } from './pipeline/expiry-notice.js'
+import { credentialRoute } from './credentials/partner-route.js'
+import type { CredentialService } from './credentials/service.js'
+import type { UsageRecorder } from './credentials/usage.js'
 import { notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
@@ -58,6 +62,11 @@ export interface AppDependencies {
   tracing?: Tracing
   /** The records of Idempotency-Key; without them a declared route forwards the header and keeps nothing. */
   idempotency?: IdempotencyRecords
+  // Credentials over their life (docs/architecture.md, "Usage and last use").
+  /** Counts each credential's requests; without it nothing is counted. */
+  usage?: UsageRecorder
+  /** Behind GET /v1/credential; without it the route is not served. */
+  credentials?: CredentialService
 }
 
 function noop(): void {}
@@ -159,6 +168,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     : undefined
   const hasSandbox = deps.hasSandbox ?? (() => true)
   const checkPropertyScope = propertyScopeStage(deps.properties, config.accessDeniedStatus)
+  const warningMs = config.keys.expiryWarningDays * 86_400_000
+  const noticeExpiry = warningMs > 0 ? expiryNoticeStage(warningMs) : undefined
 
   /**
    * The order of checks (docs/architecture.md, "Order of checks") for one route, composed from
@@ -175,7 +186,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
       ...(policy.auth ? [headerStage(policy.scope, policy.idempotency), bodyStage(policy)] : []), // 3. headers, body framing
-      ...(policy.auth ? [authenticate, scopeStage(policy)] : []), // 4. API key or access token, brand, then the method's scope
+      ...(policy.auth ? [authenticate] : []), // 4. API key or access token, where it is used from, brand,
+      ...(policy.auth && noticeExpiry !== undefined ? [noticeExpiry] : []), // (its coming expiry on every answer from here on)
+      ...(policy.auth ? [scopeStage(policy)] : []), // then the method's scope
       ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
       parametersStage(policy.query, policy.pathParams), // 6. query and path parameters (then the body is read: 6, well-formed JSON)
     ]
@@ -202,7 +215,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
   // log line and the metrics.
-  const observe = observeStage(deps.logger, deps.metrics, deps.tracing)
+  const observe = observeStage(deps.logger, deps.metrics, deps.tracing, deps.usage)
   // A request whose partner leaves before its answer is written gets its line then, unless
   // work for it goes on (a declared service's call), which writes it when it ends.
   const abandoned = (request: FastifyRequest, reply: FastifyReply): void => {
@@ -230,6 +243,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   await app.register(healthRoutes)
   await app.register(propertyRoutes(deps.properties))
+  if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // An answer that never finished (cut short, or its partner gone while the call ran on):

@@ -230,6 +230,21 @@ export const fileSchema = z.strictObject({
     maxBodyBytes: positiveInt.default(1048576)
       .describe('Largest answer body kept for replay; a larger answer is passed on and its record released (a retry is forwarded again)'),
   }).prefault({}).describe('Safe retries of writes on declared routes (`Idempotency-Key`)'),
+  // Credentials over their life (docs/operations.md, "Credentials over their life").
+  keys: z.strictObject({
+    maxLifetimeDays: positiveInt.max(36500).optional()
+      .describe('When set, `create` and `update` refuse an API key without an expiry, or one more than this many days ahead; none: any expiry, or none'),
+    expiryWarningDays: z.number().int().min(0).max(365).default(14)
+      .describe('Answers to a credential that expires within this many days carry `Service-Credential-Expires`; 0: never'),
+  }).prefault({}).describe('The policy on API keys\' lifetimes'),
+  usage: z.strictObject({
+    flushSeconds: positiveInt.max(3600).default(10)
+      .describe('How often each instance writes the requests it counted per credential to Redis (one pipeline), and at graceful shutdown; a crash loses at most this much of one instance\'s counts'),
+    retentionDays: positiveInt.max(3660).default(90).describe('How long the counts per credential and UTC day are kept in Redis'),
+  }).prefault({}).describe('Requests counted per credential, UTC day, route and status class; and when each credential was last used'),
+  audit: z.strictObject({
+    retentionDays: positiveInt.max(36500).default(400).describe('How long each change to a credential is kept in the audit trail in Redis'),
+  }).prefault({}).describe('The audit trail of changes to credentials'),
 }).superRefine((file, ctx) => {
   const owner = new Map<string, string>()
   file.brands.forEach((brand, i) => {

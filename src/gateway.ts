@@ -18,6 +18,11 @@ import { createPmsUpstreams, type PmsSet, type UpstreamHooks } from './propertie
 import { Services } from './proxy/services.js'
 import { createRedis, redisMode, redisTarget, RedisMonitor, type RedisClient } from './redis.js'
 import { Tracing } from './tracing/tracing.js'
+import { ADMIN_API_PREFIX, credentialsAdminApi } from './credentials/admin-api.js'
+import { ADMIN_OPENAPI_PATH, adminOpenApiDocument } from './credentials/admin-openapi.js'
+import { AuditTrail, MemoryAuditStore, RedisAuditStore, type AuditStore } from './credentials/audit.js'
+import { CredentialService, knownOf } from './credentials/service.js'
+import { MemoryUsageStore, RedisUsageStore, UsageRecorder, type UsageStore } from './credentials/usage.js'
 import type { UpstreamOutcome } from './upstream/errors.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
@@ -54,6 +59,10 @@ export interface Gateway {
   services: Services
   /** Present when spans are exported. */
   tracing: Tracing | undefined
+  /** Each credential's requests, counted and flushed (docs/architecture.md, "Usage and last use"). */
+  usage: UsageRecorder
+  /** Behind GET /v1/credential and the admin port's credentials API. */
+  credentials: CredentialService
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -64,6 +73,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let keyStore = options.keyStore
   let quotaStore: QuotaStore = new MemoryQuotaStore()
   let recordStore: RedisRecordStore | MemoryRecordStore = new MemoryRecordStore()
+  let usageStore: UsageStore = new MemoryUsageStore()
+  let auditStore: AuditStore = new MemoryAuditStore()
   if (keyStore === undefined) {
     const target = redisTarget(config)
     const client = createRedis({ ...target, name: 'gateway', logger })
@@ -74,7 +85,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     keyStore = new RedisKeyStore(client, config.redisPrefix, () => createRedis({ ...target, name: 'gateway-keys-subscriber', logger, role: 'subscriber' }))
     quotaStore = new RedisQuotaStore(client, config.redisPrefix)
     recordStore = new RedisRecordStore(client)
+    usageStore = new RedisUsageStore(client, config.redisPrefix)
+    auditStore = new RedisAuditStore(client, config.redisPrefix)
   }
+  const usage = new UsageRecorder(usageStore, { flushMs: config.usage.flushSeconds * 1000, retentionMs: config.usage.retentionDays * 86_400_000, logger })
+  usage.start()
+  const credentials = new CredentialService({
+    store: keyStore, usage: usageStore, audit: new AuditTrail(auditStore, config.audit.retentionDays * 86_400_000, logger), known: knownOf(config),
+  })
   const idempotency = new IdempotencyRecords(recordStore, config.redisPrefix, config.idempotency.retentionHours * 3600_000)
   const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
   const metrics = new Metrics()
@@ -126,16 +144,33 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const app = await buildApp({
     config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
     proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason), onIdempotency: (route, outcome) => metrics.idempotency(route, outcome) },
-    idempotency,
+    idempotency, usage, credentials,
     ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
   const admin = await buildAdmin(metrics, {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
     authenticator, tokens, startedAt: Date.now(),
-  }, { token: config.adminToken, docsUrl: config.docsUrl })
+  }, {
+    token: config.adminToken,
+    docsUrl: config.docsUrl,
+    extensions: [
+      { paths: ADMIN_OPENAPI_PATH, routes: async (server) => { server.get(ADMIN_OPENAPI_PATH, async () => adminOpenApiDocument()) } },
+      // Only with a token: the credentials API must never be open (docs/operations.md, "The credentials API").
+      ...(config.adminToken === undefined ? [] : [{
+        paths: `${ADMIN_API_PREFIX}/credentials… and ${ADMIN_API_PREFIX}/audit`,
+        routes: credentialsAdminApi(credentials, {
+          docsUrl: config.docsUrl,
+          storeUp: () => redisMonitor?.up ?? true,
+          onError: (error: unknown) => logger.error({ err: error }, 'credentials API request failed'),
+        }),
+      }]),
+    ],
+  })
   const store = keyStore
   app.addHook('onClose', async () => {
+    // First, while Redis is still there: what was counted since the last flush (graceful shutdown loses nothing).
+    await usage.close()
     await admin.close()
     redisMonitor?.stop()
     await store.close()
@@ -145,5 +180,5 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Last: every request's span has ended by now.
     await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials }
 }

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ApiError } from '../src/contract/errors.js'
 import { AuthFailureLimiter } from '../src/pipeline/abuse.js'
 import { digestKey, generateKey } from '../src/keys/format.js'
-import { RedisKeyStore, type KeyRecord } from '../src/keys/store.js'
+import { RedisKeyStore, type SecretRecord } from '../src/keys/store.js'
 import { MockIdp } from '../mocks/idp/server.js'
 import { ACME_HOST } from './helpers/config.js'
 import { TestGateway } from './helpers/gateway.js'
@@ -24,9 +24,10 @@ const PARTNER = '198.51.100.9'
 /** The real Redis store, counting its look-ups per digest (the unit's edge). */
 class CountingStore extends RedisKeyStore {
   readonly lookups = new Map<string, number>()
-  override async findByDigest(digest: string): Promise<KeyRecord | null> {
+  // What the key authenticator reads a key's record with (a key's, or a rolled key's previous secret's).
+  override async findSecret(digest: string): Promise<SecretRecord | null> {
     this.lookups.set(digest, (this.lookups.get(digest) ?? 0) + 1)
-    return super.findByDigest(digest)
+    return super.findSecret(digest)
   }
 }
 

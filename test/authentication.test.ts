@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createGateway, type Gateway } from '../src/gateway.js'
 import { digestKey, generateKey, keyMode } from '../src/keys/format.js'
 import type { KeyStore } from '../src/keys/store.js'
-import { runKeyTool } from '../src/keys/tool.js'
+import { runKeyTool } from '../src/credentials/tool.js'
 import { ACME_HOST, GLOBEX_HOST, testConfig } from './helpers/config.js'
 import { captureLogs } from './helpers/logs.js'
 import { MemorySource, property } from './helpers/memory-source.js'
@@ -14,7 +14,8 @@ import { contractChecked } from './helpers/contract.js'
 const ALLOWED = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
 const OTHER = '5a7e5b9c-1d2e-4f30-8a4b-6c7d8e9f0a1b'
 const prefix = testPrefix()
-const env = { CONFIG_FILE: 'config/default.json', REDIS_URL, REDIS_PREFIX: prefix }
+// The key tool's audit lines on stderr are the subject of test/credentials/audit.test.ts.
+const env = { CONFIG_FILE: 'config/default.json', REDIS_URL, REDIS_PREFIX: prefix, LOG_LEVEL: 'warn' }
 const redis = new Redis(REDIS_URL)
 const logsA = captureLogs()
 const logsB = captureLogs()
@@ -165,7 +166,8 @@ describe('secrets', () => {
       expect(name).not.toContain(key)
       const type = await redis.type(name)
       const content = type === 'hash' ? JSON.stringify(await redis.hgetall(name))
-        : type === 'set' ? JSON.stringify(await redis.smembers(name)) : String(await redis.get(name))
+        : type === 'set' ? JSON.stringify(await redis.smembers(name))
+          : type === 'zset' ? JSON.stringify(await redis.zrange(name, '0', '-1')) : String(await redis.get(name))
       expect(content).not.toContain(key)
     }
     const lines = [...logsA.lines, ...logsB.lines].join('\n')
@@ -176,8 +178,8 @@ describe('secrets', () => {
   it('refuses a key with a bad checksum without asking Redis', async () => {
     const store = (a.keyStore as KeyStore)
     let lookups = 0
-    const original = store.findByDigest.bind(store)
-    store.findByDigest = async (digest) => { lookups += 1; return original(digest) }
+    const original = store.findSecret.bind(store)
+    store.findSecret = async (digest) => { lookups += 1; return original(digest) }
     try {
       const key = generateKey('live')
       await call(a, `${key.slice(0, -2)}zz`)
@@ -186,7 +188,7 @@ describe('secrets', () => {
       await call(a, key)
       expect(lookups).toBe(1)
     } finally {
-      store.findByDigest = original
+      store.findSecret = original
     }
   })
 })
@@ -198,8 +200,9 @@ describe('the key tool', () => {
     expect({ code, err, lines: out.length }).toEqual({ code: 0, err: [], lines: 1 })
     expect(JSON.parse(out[0] as string)).toEqual({
       id: expect.stringMatching(/^key_[0-9A-Za-z]{17}$/), key: expect.stringMatching(/^svc_live_[0-9A-Za-z]{28}$/),
-      brand: 'acme', mode: 'live', properties: [ALLOWED, OTHER], scopes: '*', status: 'active', name: 'PMS sync',
-      expiresAt: '2030-01-01T00:00:00.000Z', createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
+      type: 'api_key', brand: 'acme', mode: 'live', properties: [ALLOWED, OTHER], scopes: '*', status: 'active', name: 'PMS sync',
+      expiresAt: '2030-01-01T00:00:00.000Z', rateLimit: 50, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null,
+      createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
     })
   })
 
@@ -208,8 +211,8 @@ describe('the key tool', () => {
     const shown = await keyTool('show', id, '--json')
     expect(shown.code).toBe(0)
     expect(JSON.parse(shown.out[0] as string)).toEqual({
-      id, brand: 'globex', mode: 'test', properties: '*', scopes: '*', status: 'active', name: null, expiresAt: null, rateLimit: null,
-      createdAt: expect.any(String),
+      id, type: 'api_key', brand: 'globex', mode: 'test', properties: '*', scopes: '*', status: 'active', name: null, expiresAt: null, rateLimit: null,
+      allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt: expect.any(String),
     })
     const listed = await keyTool('list', '--brand', 'globex', '--json')
     expect((JSON.parse(listed.out[0] as string) as { id: string }[]).map((k) => k.id)).toContain(id)

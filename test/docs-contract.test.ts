@@ -5,6 +5,7 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 import { describe, expect, it } from 'vitest'
 import { loadConfig } from '../src/config.js'
 import { errorCatalog, type ErrorCode } from '../src/contract/errors.js'
+import { adminOpenApiDocument } from '../src/credentials/admin-openapi.js'
 import { exampleProblem, openApiDocument, type JsonObject } from '../src/docs/openapi.js'
 import { errorCodesOf, publicRoutes } from '../src/docs/responses.js'
 import { builtInRoutes } from '../src/routes/policy.js'
@@ -68,9 +69,14 @@ describe('the OpenAPI document', () => {
     }
   })
 
-  it('documents every code of the catalog on some operation', () => {
+  it('documents every code of the catalog on some operation, of the public API or of the admin port\'s credentials API', () => {
     const text = JSON.stringify(paths)
-    for (const code of Object.keys(errorCatalog)) expect(text, code).toContain(`errors/${code.toLowerCase().replaceAll('_', '-')}.html`)
+    const admin = JSON.stringify(adminOpenApiDocument().paths)
+    for (const code of Object.keys(errorCatalog)) {
+      if (!text.includes(`errors/${code.toLowerCase().replaceAll('_', '-')}.html`)) expect(admin, code).toContain(`\`${code}\``)
+    }
+    // The admin port's own codes are no public operation's.
+    for (const code of ['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND']) expect(text, code).not.toContain(code)
   })
 
   it('documents both security schemes: the API key, and OAuth 2.0 client credentials with every scope described', () => {
@@ -105,7 +111,11 @@ describe('the OpenAPI document', () => {
       expect(documented[operation]?.security, operation).toEqual([{ apiKey: [scope] }, { oauth2: [scope] }])
       expect(documented[operation]?.description, operation).toContain(`Needs the scope \`${scope}\``)
     }
-    expect(Object.keys(documented).sort()).toEqual([...Object.keys(expected), 'GET /v1/health'].sort())
+    // Any valid credential, no scope: both schemes, no scope named, no 403 INSUFFICIENT_SCOPE.
+    expect(documented['GET /v1/credential']?.security).toEqual([{ apiKey: [] }, { oauth2: [] }])
+    expect(documented['GET /v1/credential']?.description).not.toContain('Needs the scope')
+    expect(JSON.stringify(documented['GET /v1/credential']?.responses)).not.toContain('INSUFFICIENT_SCOPE')
+    expect(Object.keys(documented).sort()).toEqual([...Object.keys(expected), 'GET /v1/health', 'GET /v1/credential'].sort())
   })
 
   it('leaves the OAuth 2.0 scheme out where no issuer names a token endpoint', () => {

@@ -56,14 +56,16 @@ describe('the mutation summary', () => {
 
   it('narrows the config to some modules, keeping the files it leaves out', async () => {
     const patterns = await mutatePatterns()
-    expect(patternsFor(patterns, ['src/ratelimit/', 'src/keys'])).toEqual(['src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/keys/tool.ts'])
+    expect(patternsFor(patterns, ['src/ratelimit/', 'src/keys'])).toEqual([
+      'src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts',
+    ])
     expect(() => patternsFor(patterns, ['src/nothing'])).toThrow('not a module of stryker.config.mjs: src/nothing')
   })
 
   it('mutates every module that holds contract rules, the idempotency code and the partner client included', async () => {
     expect(modulesOf(await mutatePatterns())).toEqual([
-      'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src',
+      'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src', 'src/credentials',
     ])
-    expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/keys/tool.ts'])
+    expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts'])
   })
 })

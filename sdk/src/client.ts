@@ -184,6 +184,11 @@ export class PartnerClient {
     return this.send('GET', '/v1/health', (a) => this.api.GET('/v1/health', { ...a }), options, false)
   }
 
+  /** `GET /v1/credential`: the key or the token's client this client calls with; never a secret. */
+  credential(options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getCredential']>>> {
+    return this.send('GET', '/v1/credential', (a) => this.api.GET('/v1/credential', { params: { header: this.ua }, ...a }), options)
+  }
+
   readonly properties = {
     /** `GET /v1/properties`: one page of the active properties the credential may use. */
     list: (query: ListPropertiesQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listProperties']>>> =>

@@ -75,6 +75,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/credential": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The credential in use
+         * @description The API key or access token's client this request was made with: its id, name, brand, mode, scopes, properties, quota, expiry, the addresses it may be used from, when a rolled key's previous secret stops working, and when it was last used (to the minute). Never a secret. Any valid credential may call it: no scope is needed.
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         */
+        get: operations["getCredential"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/guests": {
         parameters: {
             query?: never;
@@ -252,6 +276,47 @@ export interface components {
         };
         /** @description The service's own answer, passed on unchanged: an envelope of `data` and `meta` */
         ServiceResponse: Record<string, unknown>;
+        Credential: {
+            /** @description The credential's id: `key_…` for an API key, `cli_…` for the grant of an OAuth client */
+            id: string;
+            /**
+             * @description `api_key` or `oauth_client`
+             * @enum {string}
+             */
+            type: "api_key" | "oauth_client";
+            /** @description The name it was given, if any */
+            name: string | null;
+            /** @description The brand it belongs to */
+            brand: string;
+            /**
+             * @description `live` data, or the `test` sandboxes
+             * @enum {string}
+             */
+            mode: "live" | "test";
+            /** @description `"*"` (every scope, also those of routes added later) or the scopes it has */
+            scopes: "*" | string[];
+            /** @description `"*"` (every property of the brand) or the property ids it may use */
+            properties: "*" | string[];
+            /** @description Its quota */
+            rateLimit: {
+                /** @description Requests per window */
+                limit: number;
+                /** @description The window's length */
+                windowSeconds: number;
+            };
+            /** @description When it stops working; null: never */
+            expiresAt: string | null;
+            /** @description The addresses and CIDR blocks it may be used from; null: any */
+            allowedIps: string[] | null;
+            /** @description After the key was rolled: when its previous secret stops (or stopped) working; null: never rolled */
+            previousSecretExpiresAt: string | null;
+            /** @description When it was last used, to the minute (counted by each instance and written at most once a minute) */
+            lastUsedAt: string | null;
+        };
+        CredentialResponse: {
+            data: components["schemas"]["Credential"];
+            meta: components["schemas"]["Meta"];
+        };
         /**
          * @example {
          *       "status": "ok"
@@ -298,6 +363,8 @@ export interface components {
         RateLimitPolicy: string;
         /** @description What is left of the quota as an RFC 9651 structured field (draft-ietf-httpapi-ratelimit-headers-11): `"default";r=<requests left>;t=<seconds to reset>`. */
         RateLimit: string;
+        /** @description When the credential used stops working (RFC 3339, UTC), on every answer once that is within a warning period (14 days by default); for a rolled key's previous secret, the end of its overlap. */
+        ServiceCredentialExpires: string;
     };
     pathItems: never;
 }
@@ -565,6 +632,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -595,6 +663,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -627,6 +696,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -652,6 +722,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              */
             403: {
                 headers: {
@@ -661,6 +732,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -675,7 +747,7 @@ export interface operations {
                         /** @constant */
                         status?: 403;
                         /** @enum {unknown} */
-                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "TEST_MODE_UNAVAILABLE";
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "TEST_MODE_UNAVAILABLE" | "IP_NOT_ALLOWED";
                     };
                 };
             };
@@ -688,6 +760,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -713,6 +786,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -740,6 +814,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -765,6 +840,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -790,6 +866,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -815,6 +892,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -840,6 +918,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -867,6 +946,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -892,6 +972,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -917,6 +998,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -968,6 +1050,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -998,6 +1081,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1030,6 +1114,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1056,6 +1141,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              */
             403: {
                 headers: {
@@ -1065,6 +1151,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1079,7 +1166,7 @@ export interface operations {
                         /** @constant */
                         status?: 403;
                         /** @enum {unknown} */
-                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "PROPERTY_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "TEST_MODE_UNAVAILABLE";
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "PROPERTY_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "TEST_MODE_UNAVAILABLE" | "IP_NOT_ALLOWED";
                     };
                 };
             };
@@ -1095,6 +1182,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1120,6 +1208,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1147,6 +1236,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1172,6 +1262,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1197,6 +1288,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1222,6 +1314,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1247,6 +1340,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1274,6 +1368,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1299,6 +1394,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1324,6 +1420,417 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    getCredential: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The credential this request was made with. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CredentialResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1378,6 +1885,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1399,6 +1907,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1428,6 +1937,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1455,6 +1965,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1480,6 +1991,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              *     - or a problem of the service behind this route, passed on
              */
             403: {
@@ -1490,6 +2002,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1515,6 +2028,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1538,6 +2052,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1563,6 +2078,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1586,6 +2102,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1609,6 +2126,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1632,6 +2150,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1652,6 +2171,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1675,6 +2195,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1700,6 +2221,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1720,6 +2242,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1745,6 +2268,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1773,6 +2297,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1793,6 +2318,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1813,6 +2339,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1867,6 +2394,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1890,6 +2418,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1922,6 +2451,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1951,6 +2481,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -1978,6 +2509,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              *     - or a problem of the service behind this route, passed on
              */
             403: {
@@ -1988,6 +2520,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2015,6 +2548,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2040,6 +2574,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2067,6 +2602,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2092,6 +2628,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2117,6 +2654,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2142,6 +2680,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2167,6 +2706,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2192,6 +2732,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2217,6 +2758,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2242,6 +2784,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2269,6 +2812,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2291,6 +2835,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2316,6 +2861,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2344,6 +2890,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2366,6 +2913,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2388,6 +2936,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2437,6 +2986,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2458,6 +3008,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2488,6 +3039,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2515,6 +3067,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2540,6 +3093,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              *     - or a problem of the service behind this route, passed on
              */
             403: {
@@ -2550,6 +3104,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2575,6 +3130,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2598,6 +3154,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2623,6 +3180,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2646,6 +3204,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2669,6 +3228,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2692,6 +3252,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2712,6 +3273,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2735,6 +3297,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2760,6 +3323,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2780,6 +3344,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2805,6 +3370,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2833,6 +3399,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2853,6 +3420,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2873,6 +3441,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2927,6 +3496,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2950,6 +3520,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -2983,6 +3554,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3012,6 +3584,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3039,6 +3612,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              *     - or a problem of the service behind this route, passed on
              */
             403: {
@@ -3049,6 +3623,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3076,6 +3651,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3101,6 +3677,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3128,6 +3705,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3153,6 +3731,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3178,6 +3757,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3203,6 +3783,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3228,6 +3809,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3253,6 +3835,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3278,6 +3861,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3303,6 +3887,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3330,6 +3915,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3352,6 +3938,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3377,6 +3964,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3405,6 +3993,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3427,6 +4016,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3449,6 +4039,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3500,6 +4091,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3521,6 +4113,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3549,6 +4142,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3576,6 +4170,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3602,6 +4197,7 @@ export interface operations {
              *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
              *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
              *     - [`TEST_MODE_UNAVAILABLE`](errors/test-mode-unavailable.html): Test mode unavailable
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
              *     - or a problem of the service behind this route, passed on
              */
             403: {
@@ -3612,6 +4208,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3638,6 +4235,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3661,6 +4259,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3686,6 +4285,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3709,6 +4309,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3732,6 +4333,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3755,6 +4357,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3775,6 +4378,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3798,6 +4402,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3823,6 +4428,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3843,6 +4449,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3868,6 +4475,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3896,6 +4504,7 @@ export interface operations {
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
                     "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3916,6 +4525,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
@@ -3936,6 +4546,7 @@ export interface operations {
                     "X-Content-Type-Options": "nosniff";
                     /** @description Always `no-store`. */
                     "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];

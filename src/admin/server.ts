@@ -22,6 +22,13 @@ export interface AdminOptions {
   token?: string | undefined
   /** Where the `type` links of its problems point (the config's docsUrl). */
   docsUrl: string
+  /** Routes of other parts on this listener (the credentials API), behind the same token; `paths` names them for the 404's detail. */
+  extensions?: readonly AdminExtension[]
+}
+
+export interface AdminExtension {
+  paths: string
+  routes: (admin: FastifyInstance) => Promise<void>
 }
 
 // Digests of equal length, so the comparison takes the same time whatever was sent.
@@ -50,8 +57,9 @@ export async function buildAdmin(metrics: Metrics, sources: StatusSources, optio
       return problem(request, reply, new ApiError(code, TOKEN_DETAIL, { headers: { 'www-authenticate': ADMIN_CHALLENGE } }))
     })
   }
+  const served = ['/metrics', '/status', ...(options.extensions ?? []).map((e) => e.paths)]
   admin.setNotFoundHandler((request, reply) => problem(request, reply,
-    new ApiError('ROUTE_NOT_FOUND', `There is no admin route at ${pathOf(request.url)}; the admin port serves /metrics, /status and ${LIVENESS_PATH}.`)))
+    new ApiError('ROUTE_NOT_FOUND', `There is no admin route at ${pathOf(request.url)}; the admin port serves ${served.join(', ')} and ${LIVENESS_PATH}.`)))
   admin.setErrorHandler((_error, request, reply) => problem(request, reply, new ApiError('INTERNAL_ERROR', 'An unexpected error occurred.')))
   // Alive while the event loop turns; Redis or an upstream being down is not a reason to
   // restart the process (readiness, on the public port's /v1/health, covers those).
@@ -61,5 +69,6 @@ export async function buildAdmin(metrics: Metrics, sources: StatusSources, optio
     return metrics.registry.metrics()
   })
   admin.get('/status', async () => statusReport(sources))
+  for (const extension of options.extensions ?? []) await admin.register(extension.routes)
   return admin
 }

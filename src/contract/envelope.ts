@@ -38,3 +38,20 @@ export function sendProperties(request: FastifyRequest, reply: FastifyReply, pro
   for (let i = 0; i < properties.length; i += 1) data += `${i === 0 ? '' : ','}${propertyJson(properties[i] as Property)}`
   return send(request, reply, `${data}]`, pagination)
 }
+
+/**
+ * The envelope around `data` (JSON text) for answers outside the public pipeline (the admin
+ * port's credentials API): the same shape, with the request id given.
+ */
+export function envelopeJson(data: string, requestId: string, pagination?: Pagination): string {
+  const base = `"requestId":"${requestId}","timestamp":"${isoNow()}"`
+  const metaText = pagination === undefined
+    ? `{${base}}`
+    : `{${base},"pagination":{"page":${pagination.page},"perPage":${pagination.perPage},"total":${pagination.total}}}`
+  return `{"data":${data},"meta":${metaText}}`
+}
+
+/** A success envelope of the public API around `data` (JSON text), sent from a route of the gateway's own. */
+export function sendData(request: FastifyRequest, reply: FastifyReply, data: string): FastifyReply {
+  return send(request, reply, data)
+}

@@ -68,7 +68,7 @@ export const errorCatalog = {
   },
   API_KEY_EXPIRED: {
     status: 401, title: 'API key expired',
-    tip: 'This key has passed its expiry date; ask your account manager for a new key.',
+    tip: 'This key has passed its expiry date, or `detail` says it was rolled: then use its new secret; otherwise ask your account manager for a new key.',
   },
   INVALID_ACCESS_TOKEN: {
     status: 401, title: 'Invalid access token',
@@ -161,6 +161,25 @@ export const errorCatalog = {
   SERVICE_UNAVAILABLE: {
     status: 503, title: 'Service unavailable',
     tip: 'Retry after the seconds given in `Retry-After`, with exponential backoff if it persists.',
+  },
+  // Credentials over their life (docs/operations.md, "Credentials over their life"): where a
+  // credential may be used from, and the gateway's own JSON bodies (the credentials API of
+  // the admin port).
+  IP_NOT_ALLOWED: {
+    status: 403, title: 'IP address not allowed',
+    tip: 'This credential may only be used from the addresses registered for it; call from one of them, or ask your account manager to add the address named in `detail`.',
+  },
+  UNKNOWN_BODY_FIELD: {
+    status: 400, title: 'Unknown body field',
+    tip: 'Remove the fields listed in `errors`; names are case-sensitive camelCase, and a field error suggests the known name where one matches ignoring case.',
+  },
+  VALIDATION_FAILED: {
+    status: 422, title: 'Validation failed',
+    tip: 'Correct the fields listed in `errors`, one entry per bad field, and send the request again.',
+  },
+  CREDENTIAL_NOT_FOUND: {
+    status: 404, title: 'Credential not found',
+    tip: 'No API key or client grant has this id: it was never issued here or has been revoked. List the credentials to find its id.',
   },
 } as const satisfies Record<string, ErrorSpec>
 

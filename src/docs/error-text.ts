@@ -18,7 +18,7 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   MISSING_AUTH_HEADER: 'An authenticated endpoint was called without an `Authorization` header.',
   INVALID_AUTH_HEADER: 'The `Authorization` header is not `Bearer <API key>` or `Bearer <access token>`.',
   INVALID_API_KEY: 'The API key is unknown, revoked or mangled (a copy that lost characters, a wrong prefix).',
-  API_KEY_EXPIRED: 'The API key has passed its expiry date.',
+  API_KEY_EXPIRED: 'The API key has passed its expiry date, or it was rolled and this is its previous secret, whose overlap has ended (`detail` says when it was rolled).',
   API_KEY_SUSPENDED: 'An operator has suspended the API key.',
   INVALID_ACCESS_TOKEN: 'An OAuth 2.0 access token was refused: not a well-formed signed JWT, from an issuer this API does not trust, signed with an algorithm or a key it does not accept, of the wrong type (`typ`), not for this API (`aud`), lacking `sub`, `exp` or `iat`, issued in the future or not valid yet. `detail` and the `WWW-Authenticate` header say which check failed.',
   ACCESS_TOKEN_EXPIRED: 'The access token is past its `exp` (beyond a minute of leeway for clock skew); everything else about it was valid.',
@@ -42,4 +42,9 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   RATE_LIMITED: "The key has used its quota of the current window, or this client address sent too many requests with invalid keys. `Retry-After` says when to try again.",
   INTERNAL_ERROR: 'Something failed on our side: a fault of the gateway or an answer of a service behind it that could not be used.',
   SERVICE_UNAVAILABLE: 'A service behind the API is down, slow or overloaded, this instance is shutting down, or a request with an `Idempotency-Key` came while its record could not be checked (it was not forwarded). `Retry-After` says when to try again.',
+  // Credentials over their life.
+  IP_NOT_ALLOWED: 'The credential is valid and active, but it may only be used from the addresses registered for it, and this request came from another; `detail` names the address the API saw (through the proxies it trusts), never the registered list.',
+  UNKNOWN_BODY_FIELD: 'A JSON body of the gateway\'s own (the credentials API of the admin port) names a field the operation does not take. Names are case-sensitive: where a known name matches ignoring case, the field error suggests it.',
+  VALIDATION_FAILED: 'A JSON body or query of the gateway\'s own (the credentials API of the admin port) has fields with bad values: one field error per field.',
+  CREDENTIAL_NOT_FOUND: 'The credentials API of the admin port was asked about an id that no API key or client grant has (never issued, or revoked).',
 }

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import type { BrandConfig, IssuerConfig } from '../config.js'
 import { errorCatalog, fieldErrorCodes, kebabCode, type ErrorCode } from '../contract/errors.js'
 import { problemJsonSchema, type ProblemDetails } from '../contract/problem.js'
+import { partnerCredentialSchema } from '../contract/credential.js'
 import { propertySchema, UTC_MILLIS } from '../contract/property.js'
 import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
@@ -40,7 +41,9 @@ function typeLists(schema: JsonObject): JsonObject {
       out.properties = Object.fromEntries(Object.entries(value).map(([name, property]) => [name, typeLists(property as JsonObject)]))
       continue
     }
-    if (key === 'anyOf' && Array.isArray(value) && value.every((b) => b !== null && typeof b === 'object' && !Array.isArray(b) && typeof b.type === 'string')) {
+    // Only a type and null: merging other branches would apply one's keywords (a `const`) to the other.
+    if (key === 'anyOf' && Array.isArray(value) && value.every((b) => b !== null && typeof b === 'object' && !Array.isArray(b) && typeof b.type === 'string')
+      && value.some((b) => JSON.stringify(b) === '{"type":"null"}')) {
       const branches = value as JsonObject[]
       const merged: JsonObject = {}
       for (const branch of branches) Object.assign(merged, branch)
@@ -156,6 +159,11 @@ function components(source: DocumentSource): JsonObject {
         type: 'object',
         description: "The service's own answer, passed on unchanged: an envelope of `data` and `meta`",
       },
+      Credential: typeLists(z.toJSONSchema(partnerCredentialSchema, { target: 'draft-2020-12', io: 'output' }) as JsonObject),
+      CredentialResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: schemaRef('Credential'), meta: schemaRef('Meta') },
+      },
       HealthOk: health(OK),
       HealthUnhealthy: health(UNHEALTHY),
     },
@@ -169,6 +177,9 @@ function components(source: DocumentSource): JsonObject {
       }),
       RateLimit: header('What is left of the quota as an RFC 9651 structured field (draft-ietf-httpapi-ratelimit-headers-11): `"default";r=<requests left>;t=<seconds to reset>`.', {
         type: 'string', pattern: '^"default";r=[0-9]+;t=[0-9]+$',
+      }),
+      ServiceCredentialExpires: header('When the credential used stops working (RFC 3339, UTC), on every answer once that is within a warning period (14 days by default); for a rolled key\'s previous secret, the end of its overlap.', {
+        type: 'string', pattern: UTC_MILLIS.source,
       }),
     },
     parameters: {
@@ -278,6 +289,7 @@ function headersOf(policy: RoutePolicy, status: number): JsonObject {
   }
   if (status < 300) headers['Service-Correlation-Id'] = ref('headers', 'ServiceCorrelationId')
   if (policy.auth) {
+    headers['Service-Credential-Expires'] = ref('headers', 'ServiceCredentialExpires')
     headers['RateLimit-Limit'] = ref('headers', 'RateLimitLimit')
     headers['RateLimit-Remaining'] = ref('headers', 'RateLimitRemaining')
     headers['RateLimit-Reset'] = ref('headers', 'RateLimitReset')
@@ -291,7 +303,7 @@ function headersOf(policy: RoutePolicy, status: number): JsonObject {
       required: true, schema: { type: 'string', pattern: '^Bearer' },
     }
   }
-  if (status === 403 && policy.auth) {
+  if (status === 403 && policy.auth && policy.noScope !== true) {
     headers['WWW-Authenticate'] = {
       description: 'With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750).',
       required: false, schema: { type: 'string', pattern: '^Bearer error="insufficient_scope", scope="[^"]+"$' },
@@ -330,6 +342,8 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
       return [['200', { description: 'The property.', headers: headersOf(policy, 200), content: json(schemaRef('PropertyResponse')) }]]
     case 'properties':
       return [['200', { description: 'One page of the properties, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('PropertyListResponse')) }]]
+    case 'credential':
+      return [['200', { description: 'The credential this request was made with.', headers: headersOf(policy, 200), content: json(schemaRef('CredentialResponse')) }]]
     case 'service': {
       const main: JsonObject = success.status === 204
         ? { description: 'Done; no body.', headers: headersOf(policy, 204) }
@@ -370,6 +384,7 @@ function summaryOf(policy: RoutePolicy, method: Method): string {
   if (success.kind === 'health') return 'Health of this instance'
   if (success.kind === 'property') return 'Get a property'
   if (success.kind === 'properties') return 'List properties'
+  if (success.kind === 'credential') return 'The credential in use'
   return `${method} ${policy.path}`
 }
 
@@ -379,6 +394,10 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
   if (success.kind === 'health') parts.push('For load balancers: no key, any host, no rate limit. `{"status":"ok"}` or `{"status":"unhealthy"}` with `Retry-After`, nothing else.')
   if (success.kind === 'properties') parts.push('The active properties of your brand that your key may use, oldest first (`createdAt`, then `id`). A page past the end is an empty `data` with the true `total`.')
   if (success.kind === 'property') parts.push('A property of your brand that your key may use, whatever its status.')
+  if (success.kind === 'credential') {
+    parts.push('The API key or access token\'s client this request was made with: its id, name, brand, mode, scopes, properties, quota, expiry, the addresses it may be used from, '
+      + 'when a rolled key\'s previous secret stops working, and when it was last used (to the minute). Never a secret. Any valid credential may call it: no scope is needed.')
+  }
   if (policy.kind === 'proxy') parts.push('Forwarded to the service behind this route after the checks below; its answer is passed on.')
   if (policy.scope === 'brand') parts.push('Brand-wide: the host name selects the brand; no `Service-Property-Id`.')
   if (policy.scope === 'property') parts.push('Property-scoped: `Service-Property-Id` names the property.')
@@ -397,8 +416,9 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
 /** The operation's scope under both schemes (OpenAPI 3.1 lets a non-OAuth scheme list the scopes it needs too). */
 function securityOf(policy: RoutePolicy, method: Method, source: DocumentSource): Json[] {
   const scope = scopeOf(policy, method)
-  if (!policy.auth || scope === undefined) return []
-  return [{ apiKey: [scope] }, ...(tokenUrlOf(source) === undefined ? [] : [{ oauth2: [scope] }])]
+  if (!policy.auth) return []
+  const scopes = scope === undefined ? [] : [scope]
+  return [{ apiKey: scopes }, ...(tokenUrlOf(source) === undefined ? [] : [{ oauth2: scopes }])]
 }
 
 function operation(policy: RoutePolicy, method: Method, source: DocumentSource): JsonObject {
@@ -476,7 +496,7 @@ export function openApiDocument(source: DocumentSource): JsonObject {
         '',
         'Authenticate with `Authorization: Bearer <credential>`: an API key (`svc_live_…`, `svc_test_…`)'
           + (tokenUrlOf(source) === undefined ? '.' : ', or an OAuth 2.0 access token from the identity provider (client-credentials grant) for a registered client.'),
-        'Each operation needs one scope, named below; a credential without it is answered 403 `INSUFFICIENT_SCOPE`.',
+        'Each operation but `GET /v1/credential` needs one scope, named below; a credential without it is answered 403 `INSUFFICIENT_SCOPE`.',
         'Authenticated answers carry the quota: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, and `RateLimit-Policy` and `RateLimit`',
         '(draft-ietf-httpapi-ratelimit-headers-11).',
         '',

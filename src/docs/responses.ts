@@ -1,5 +1,5 @@
 import { errorCatalog, type ErrorCode } from '../contract/errors.js'
-import { BODY_METHODS, builtInRoutes, idempotencyOf, type Method, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, idempotencyOf, scopeOf, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
 // (docs/architecture.md, "Order of checks"). The OpenAPI document, the error pages and the
@@ -15,6 +15,9 @@ type Condition = (policy: RoutePolicy, method: Method) => boolean
 const takesKey: Condition = (p) => p.auth
 const takesBody: Condition = (p, m) => p.body !== 'none' && BODY_METHODS.has(m)
 const isGetProperty = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getProperty.path
+const isGetCredential = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getCredential.path
+/** Codes only the admin port's credentials API answers (docs/operations.md, "The credentials API"). */
+const adminPortOnly: Condition = () => false
 
 const conditional: Partial<Record<ErrorCode, Condition>> = {
   // 3. headers and body framing (routes with a key only). MISSING_REQUIRED_HEADER and
@@ -35,7 +38,8 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   CLIENT_NOT_REGISTERED: takesKey,
   CLIENT_SUSPENDED: takesKey,
   BRAND_ACCESS_DENIED: takesKey,
-  INSUFFICIENT_SCOPE: takesKey,
+  IP_NOT_ALLOWED: takesKey,
+  INSUFFICIENT_SCOPE: (p, m) => p.auth && scopeOf(p, m) !== undefined,
   // 5. quota
   RATE_LIMITED: takesKey,
   // 6. input
@@ -49,6 +53,10 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   TEST_MODE_UNAVAILABLE: (p) => p.auth && p.upstreams.length > 0,
   PROPERTY_ACCESS_DENIED: (p) => p.scope === 'property' || isGetProperty(p),
   PROPERTY_NOT_FOUND: (p) => p.scope === 'property' || isGetProperty(p),
+  // The gateway's own JSON bodies, on the admin port only so far.
+  UNKNOWN_BODY_FIELD: adminPortOnly,
+  VALIDATION_FAILED: adminPortOnly,
+  CREDENTIAL_NOT_FOUND: adminPortOnly,
 }
 
 /** Every code of the catalog that `method` on the route of `policy` can answer, in catalog order. */
@@ -76,6 +84,7 @@ export type Success =
   | { kind: 'health' }
   | { kind: 'property' }
   | { kind: 'properties' }
+  | { kind: 'credential' }
   /** A declared route: the service's own JSON, passed on. */
   | { kind: 'service'; status: number }
 
@@ -83,6 +92,7 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
   if (policy.kind === 'facade') {
     if (policy.path === builtInRoutes.health.path) return { kind: 'health' }
     if (isGetProperty(policy)) return { kind: 'property' }
+    if (isGetCredential(policy)) return { kind: 'credential' }
     return { kind: 'properties' }
   }
   return { kind: 'service', status: method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200 }
@@ -90,5 +100,5 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
 
 /** The public routes of a gateway: the built-in ones, then those its config file declares. */
 export function publicRoutes(declared: readonly RoutePolicy[]): RoutePolicy[] {
-  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, ...declared]
+  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, ...declared]
 }

@@ -1,8 +1,9 @@
 import { ApiError, unauthorized } from '../contract/errors.js'
+import { compileAllowList, type AddressMatcher } from './addresses.js'
 import { digestKey, keyMode } from './format.js'
 import type { KeyMode, Principal, Scopes } from './principal.js'
 import { RecordCache, UNKNOWN } from './record-cache.js'
-import type { KeyRecord, KeyStore } from './store.js'
+import type { KeyRecord, KeyStore, SecretRecord } from './store.js'
 
 // The hot path of authentication: a key with a bad checksum never reaches Redis; a known
 // key (or a known miss) is answered from this instance's cache (record-cache.ts), which the
@@ -29,6 +30,8 @@ interface CachedKey {
   loadedAt: number
   /** `record.expiresAt` in epoch ms, parsed once; Infinity when it never expires. */
   expiresAtMs: number
+  /** For a rolled key's previous secret: when the key was rolled, and when that secret stops working (epoch ms). */
+  previous?: { rolledAt: string; expiresAt: string; expiresAtMs: number }
 }
 
 export interface AuthenticatorOptions {
@@ -47,16 +50,27 @@ export function scopesOf(stored: readonly string[] | '*'): Scopes {
   return stored === '*' ? 'all' : new Set(stored)
 }
 
-function entryOf(record: KeyRecord): CachedKey {
+/** The compiled allow-list of a record's `allowedIps` (docs/architecture.md, "Allowed addresses"); undefined: anywhere. */
+export function allowedFromOf(allowedIps: readonly string[] | null): { allowedFrom?: AddressMatcher } {
+  return allowedIps === null ? {} : { allowedFrom: compileAllowList(allowedIps) }
+}
+
+function entryOf(found: SecretRecord): CachedKey {
+  const { record, previous } = found
+  const expiresAtMs = record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt)
+  const previousEnds = previous === undefined ? undefined : { ...previous, expiresAtMs: Date.parse(previous.expiresAt) }
   return {
     record,
-    principal: principalOf(record),
+    principal: principalOf(record, expiresAtMs, previousEnds),
     loadedAt: Date.now(),
-    expiresAtMs: record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt),
+    expiresAtMs,
+    ...(previousEnds === undefined ? {} : { previous: previousEnds }),
   }
 }
 
-function principalOf(record: KeyRecord): Principal {
+function principalOf(record: KeyRecord, expiresAtMs: number, previous: CachedKey['previous']): Principal {
+  // The secret presented stops working at the key's expiry, or a previous secret's at the end of its overlap if sooner.
+  const ends = previous !== undefined && previous.expiresAtMs < expiresAtMs ? { ms: previous.expiresAtMs, at: previous.expiresAt } : { ms: expiresAtMs, at: record.expiresAt }
   return {
     keyId: record.id,
     kind: 'apiKey',
@@ -65,6 +79,9 @@ function principalOf(record: KeyRecord): Principal {
     properties: record.properties === '*' ? 'all' : new Set(record.properties.map((p) => p.toLowerCase())),
     rateLimit: record.rateLimit,
     scopes: scopesOf(record.scopes),
+    ...allowedFromOf(record.allowedIps),
+    ...(ends.at === null ? {} : { expiresAtMs: ends.ms, expiresAt: ends.at }),
+    ...(previous === undefined ? {} : { previousSecret: true as const }),
   }
 }
 
@@ -73,8 +90,8 @@ export class KeyAuthenticator implements KeyVerifier {
 
   constructor(store: KeyStore, options: AuthenticatorOptions) {
     this.records = new RecordCache<CachedKey>(store, async (digest) => {
-      const record = await store.findByDigest(digest)
-      return record === null ? undefined : entryOf(record)
+      const found = await store.findSecret(digest)
+      return found === null ? undefined : entryOf(found)
     }, { ...options, maxUnknown: options.maxUnknown ?? DEFAULT_MAX_UNKNOWN, unavailableDetail: 'API keys cannot be checked right now; retry shortly.' })
   }
 
@@ -123,7 +140,13 @@ function admit(entry: CachedKey, mode: KeyMode): Principal {
   // The prefix says the mode; a record that says otherwise is not this key
   // (docs/architecture.md, "Test mode").
   if (record.mode !== mode) throw invalidKey()
-  if (entry.expiresAtMs <= Date.now()) throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt as string}.`)
+  const now = Date.now()
+  if (entry.expiresAtMs <= now) throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt as string}.`)
+  // A rolled key's previous secret works until its overlap ends (docs/architecture.md, "Rolling a key").
+  const { previous } = entry
+  if (previous !== undefined && previous.expiresAtMs <= now) {
+    throw unauthorized('API_KEY_EXPIRED', `The API key was rolled at ${previous.rolledAt}; this secret of it stopped working at ${previous.expiresAt}. Use its new secret.`)
+  }
   if (record.status === 'suspended') throw new ApiError('API_KEY_SUSPENDED', 'The API key is suspended.')
   return entry.principal
 }

@@ -24,6 +24,8 @@ export interface GrantRecord {
   status: GrantStatus
   name: string | null
   rateLimit: number | null
+  /** Where the client's tokens may be used from; null: anywhere. */
+  allowedIps: string[] | null
   createdAt: string
 }
 
@@ -36,6 +38,7 @@ export interface NewGrant {
   scopes?: string[] | '*'
   name?: string | null
   rateLimit?: number | null
+  allowedIps?: string[] | null
 }
 
 /** A second grant for one (issuer, client id). */
@@ -73,6 +76,7 @@ export function newGrantRecord(input: NewGrant): GrantRecord {
     status: 'active',
     name: input.name ?? null,
     rateLimit: input.rateLimit ?? null,
+    allowedIps: input.allowedIps ?? null,
     createdAt: new Date().toISOString(),
   }
 }
@@ -90,6 +94,8 @@ export function grantToHash(record: GrantRecord): Record<string, string> {
     name: record.name ?? '',
     rateLimit: record.rateLimit === null ? '' : String(record.rateLimit),
     createdAt: record.createdAt,
+    // Written only when set, so a grant without one has the fields it had before allowed addresses existed.
+    ...(record.allowedIps === null ? {} : { allowedIps: JSON.stringify(record.allowedIps) }),
   }
 }
 
@@ -107,6 +113,7 @@ export function grantFromHash(digest: string, hash: Record<string, string>): Gra
     status: hash.status === 'suspended' ? 'suspended' : 'active',
     name: hash.name === '' || hash.name === undefined ? null : hash.name,
     rateLimit: hash.rateLimit === '' || hash.rateLimit === undefined ? null : Number(hash.rateLimit),
+    allowedIps: hash.allowedIps === '' || hash.allowedIps === undefined ? null : JSON.parse(hash.allowedIps) as string[],
     createdAt: hash.createdAt ?? '',
   }
 }

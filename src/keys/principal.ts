@@ -1,3 +1,5 @@
+import type { AddressMatcher } from './addresses.js'
+
 /** `svc_live_` keys reach live data, `svc_test_` keys only sandboxes (docs/architecture.md, "Test mode"). */
 export type KeyMode = 'live' | 'test'
 
@@ -26,4 +28,11 @@ export interface Principal {
   rateLimit: number | null
   /** The scopes this credential may use on this request's routes. */
   scopes: Scopes
+  /** Where the credential may be used from; absent: anywhere (docs/architecture.md, "Allowed addresses"). */
+  allowedFrom?: AddressMatcher
+  /** When the secret presented stops working (epoch ms, and as written); absent: never. */
+  expiresAtMs?: number
+  expiresAt?: string
+  /** Set when the request came with a rolled key's previous secret, during its overlap. */
+  previousSecret?: true
 }

@@ -11,16 +11,22 @@ import { GrantExistsError, grantFromHash, grantToHash, newGrantRecord, type Gran
 // Redis layout (every name starts with the namespace, `gw:` by default):
 //   {ns}key:{digest}     HASH    id, brand, mode, properties ("*" or JSON array), scopes ("*"
 //                                or JSON array; absent on keys made before scopes: "*"),
-//                                status, expiresAt, name, rateLimit ("" when unset), createdAt
+//                                status, expiresAt, name, rateLimit ("" when unset), createdAt;
+//                                allowedIps (JSON array) when set; after a roll previousDigest,
+//                                previousSecretExpiresAt and rolledAt
+//                        or, for a rolled key's previous secret: id, secret ("previous"),
+//                                rolledAt, previousSecretExpiresAt (when it stops working);
+//                                expires PREVIOUS_SECRET_KEPT_MS after that
 //   {ns}keyid:{id}       STRING  the digest, to find a record by its public id
 //   {ns}keys             SET     every key id, for `keys list`
 //   {ns}grant:{digest}   HASH    id, issuer, clientId, brand, mode, properties, scopes, status,
 //                                name, rateLimit, createdAt
 //   {ns}grantid:{id}     STRING  the grant's digest
 //   {ns}grants           SET     every grant id
-//   {ns}keys:changed     channel a digest (of a key or a grant), published on suspend, resume
-//                                and revoke (and on a new grant), so every gateway drops its
-//                                cached copy at once
+//   {ns}keys:changed     channel a digest (of a key or a grant), published on suspend, resume,
+//                                revoke, update and roll (and on a new grant), so every gateway
+//                                drops its cached copy at once; a rolled key's change publishes
+//                                its previous secret's digest too
 //
 // The three keys of one API key (or grant) live in different hash slots (in a Cluster, on
 // different nodes), so no transaction spans them. Instead the writes come in an order whose
@@ -33,6 +39,42 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[1])
 return 1
 `
+
+// A change to a record (a key's or a grant's), only while it is one: not once it is revoked,
+// nor once a roll turned it into a previous secret. ARGV: the number of fields to set, those
+// fields and values, then the fields to delete.
+const UPDATE_IF_RECORD = `
+if redis.call('HEXISTS', KEYS[1], 'brand') == 0 then return 0 end
+local n = tonumber(ARGV[1])
+for i = 2, 1 + 2 * n, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 2 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+return 1
+`
+
+// The record a roll leaves behind becomes its previous secret: only while it is the record.
+// ARGV: id, rolledAt, previousSecretExpiresAt, the time (epoch ms) the stub expires.
+const TO_PREVIOUS_SECRET = `
+if redis.call('HEXISTS', KEYS[1], 'brand') == 0 then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'secret', 'previous', 'rolledAt', ARGV[2], 'previousSecretExpiresAt', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+return 1
+`
+
+// Ends a previous secret's overlap now, if it still lasts. ARGV: now (ISO).
+const END_PREVIOUS_SECRET = `
+if redis.call('HGET', KEYS[1], 'secret') ~= 'previous' then return 0 end
+local ends = redis.call('HGET', KEYS[1], 'previousSecretExpiresAt')
+if ends <= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'previousSecretExpiresAt', ARGV[1])
+return 1
+`
+
+/**
+ * How long a previous secret is still known once its overlap ended: it is answered
+ * API_KEY_EXPIRED (the key was rolled, and when) rather than INVALID_API_KEY meanwhile.
+ */
+export const PREVIOUS_SECRET_KEPT_MS = 90 * 24 * 3600_000
 
 // One grant per client: the record is written only where none is (one key, one slot).
 const CREATE_IF_ABSENT = `
@@ -55,6 +97,12 @@ export interface KeyRecord {
   name: string | null
   expiresAt: string | null
   rateLimit: number | null
+  /** Where the key may be used from; null: anywhere. */
+  allowedIps: string[] | null
+  /** After a roll: the digest of the previous secret (never shown), when it stops working, when the key was rolled. */
+  previousDigest: string | null
+  previousSecretExpiresAt: string | null
+  rolledAt: string | null
   createdAt: string
 }
 
@@ -66,6 +114,32 @@ export interface NewKey {
   name?: string | null
   expiresAt?: string | null
   rateLimit?: number | null
+  allowedIps?: string[] | null
+}
+
+/** What `update` may change; a field left out stays as it is. `null` lifts a limit. */
+export interface CredentialChanges {
+  name?: string | null
+  scopes?: string[] | '*'
+  properties?: string[] | '*'
+  rateLimit?: number | null
+  /** Keys only: grants have no expiry (their tokens do). */
+  expiresAt?: string | null
+  allowedIps?: string[] | null
+}
+
+/** What a secret opens: its key's record; for a rolled key's previous secret, with when it was rolled and when that secret stops working. */
+export interface SecretRecord {
+  record: KeyRecord
+  previous?: { rolledAt: string; expiresAt: string }
+}
+
+/** A roll: the new secret (shown once), the record as it is now, and an earlier overlap it ended. */
+export interface Rolled {
+  key: string
+  record: KeyRecord
+  /** When the previous previous secret would have stopped working, had this roll not ended it now. */
+  endedOverlap: string | null
 }
 
 /** Storage of key records: Redis in production, memory for the demo without Redis. */
@@ -78,6 +152,19 @@ export interface KeyStore {
   setStatus(id: string, status: KeyStatus): Promise<KeyRecord | null>
   /** False when no key has this id. */
   revoke(id: string): Promise<boolean>
+  /** What a secret opens (a key's record, or a rolled key's through its previous secret); null: nothing. */
+  findSecret(digest: string): Promise<SecretRecord | null>
+  /** Changes fields of a key; null when no key has this id. */
+  update(id: string, changes: CredentialChanges): Promise<KeyRecord | null>
+  /**
+   * A new secret for the same key; the current one keeps working until `previousExpiresAt`
+   * (an earlier previous secret stops at once). Null when no key has this id.
+   */
+  roll(id: string, previousExpiresAt: Date): Promise<Rolled | null>
+  /** Ends the previous secret's overlap now; the record, and when the overlap would have ended (null: none lasted). */
+  endOverlap(id: string): Promise<{ record: KeyRecord; ended: string | null } | null>
+  /** Changes fields of a grant (never its expiry); null when no grant has this id. */
+  updateGrant(id: string, changes: Omit<CredentialChanges, 'expiresAt'>): Promise<GrantRecord | null>
   /** Registers a client's grant; throws GrantExistsError when the client has one. */
   createGrant(input: NewGrant): Promise<GrantRecord>
   findGrant(digest: string): Promise<GrantRecord | null>
@@ -109,6 +196,10 @@ function newRecord(input: NewKey): { key: string; record: KeyRecord } {
       name: input.name ?? null,
       expiresAt: input.expiresAt ?? null,
       rateLimit: input.rateLimit ?? null,
+      allowedIps: input.allowedIps ?? null,
+      previousDigest: null,
+      previousSecretExpiresAt: null,
+      rolledAt: null,
       createdAt: new Date().toISOString(),
     },
   }
@@ -126,8 +217,45 @@ function toHash(record: KeyRecord): Record<string, string> {
     expiresAt: record.expiresAt ?? '',
     rateLimit: record.rateLimit === null ? '' : String(record.rateLimit),
     createdAt: record.createdAt,
+    // Written only when set, so a key that never used them has the fields it had before they existed.
+    ...(record.allowedIps === null ? {} : { allowedIps: JSON.stringify(record.allowedIps) }),
+    ...(record.previousDigest === null ? {} : { previousDigest: record.previousDigest }),
+    ...(record.previousSecretExpiresAt === null ? {} : { previousSecretExpiresAt: record.previousSecretExpiresAt }),
+    ...(record.rolledAt === null ? {} : { rolledAt: record.rolledAt }),
   }
 }
+
+/** The hash fields `changes` sets, and those it deletes (a limit lifted that has no written "none"). */
+function changesToHash(changes: CredentialChanges): { set: [string, string][]; remove: string[] } {
+  const set: [string, string][] = []
+  const remove: string[] = []
+  if (changes.name !== undefined) set.push(['name', changes.name ?? ''])
+  if (changes.scopes !== undefined) set.push(['scopes', changes.scopes === '*' ? '*' : JSON.stringify(changes.scopes)])
+  if (changes.properties !== undefined) set.push(['properties', changes.properties === '*' ? '*' : JSON.stringify(changes.properties)])
+  if (changes.rateLimit !== undefined) set.push(['rateLimit', changes.rateLimit === null ? '' : String(changes.rateLimit)])
+  if (changes.expiresAt !== undefined) set.push(['expiresAt', changes.expiresAt ?? ''])
+  if (changes.allowedIps === null) remove.push('allowedIps')
+  else if (changes.allowedIps !== undefined) set.push(['allowedIps', JSON.stringify(changes.allowedIps)])
+  return { set, remove }
+}
+
+function updateArgs(changes: CredentialChanges): string[] {
+  const { set, remove } = changesToHash(changes)
+  return [String(set.length), ...set.flat(), ...remove]
+}
+
+/** `record` with `changes` applied. */
+function applied<R extends { name: string | null; scopes: string[] | '*'; properties: string[] | '*'; rateLimit: number | null; allowedIps: string[] | null }>(
+  record: R, changes: CredentialChanges,
+): R {
+  const out = { ...record }
+  for (const field of ['name', 'scopes', 'properties', 'rateLimit', 'expiresAt', 'allowedIps'] as const) {
+    if (changes[field] !== undefined && field in out) (out as Record<string, unknown>)[field] = changes[field]
+  }
+  return out
+}
+
+const text = (value: string | undefined): string | null => (value === '' || value === undefined ? null : value)
 
 function fromHash(digest: string, hash: Record<string, string>): KeyRecord | null {
   if (hash.id === undefined || hash.brand === undefined) return null
@@ -143,8 +271,18 @@ function fromHash(digest: string, hash: Record<string, string>): KeyRecord | nul
     name: hash.name === '' || hash.name === undefined ? null : hash.name,
     expiresAt: hash.expiresAt === '' || hash.expiresAt === undefined ? null : hash.expiresAt,
     rateLimit: hash.rateLimit === '' || hash.rateLimit === undefined ? null : Number(hash.rateLimit),
+    allowedIps: hash.allowedIps === '' || hash.allowedIps === undefined ? null : JSON.parse(hash.allowedIps) as string[],
+    previousDigest: text(hash.previousDigest),
+    previousSecretExpiresAt: text(hash.previousSecretExpiresAt),
+    rolledAt: text(hash.rolledAt),
     createdAt: hash.createdAt ?? '',
   }
+}
+
+/** A previous secret's stub, or undefined for anything else. */
+function previousOf(hash: Record<string, string>): { id: string; rolledAt: string; expiresAt: string } | undefined {
+  if (hash.secret !== 'previous' || hash.id === undefined || hash.previousSecretExpiresAt === undefined) return undefined
+  return { id: hash.id, rolledAt: hash.rolledAt ?? '', expiresAt: hash.previousSecretExpiresAt }
 }
 
 export class RedisKeyStore implements KeyStore {
@@ -213,10 +351,96 @@ export class RedisKeyStore implements KeyStore {
   async revoke(id: string): Promise<boolean> {
     const digest = await this.redis.get(this.idKey(id))
     if (digest === null) return false
+    const previous = await this.redis.hget(this.recordKey(digest), 'previousDigest')
     const deleted = await this.redis.del(this.recordKey(digest))
     await this.redis.publish(this.channel, digest)
+    // The previous secret of a roll opens the key's record: it goes with it.
+    if (previous !== null && previous !== '') {
+      await this.redis.del(this.recordKey(previous))
+      await this.redis.publish(this.channel, previous)
+    }
     await this.forgetId(id)
     return deleted === 1
+  }
+
+  async findSecret(digest: string): Promise<SecretRecord | null> {
+    const hash = await this.redis.hgetall(this.recordKey(digest))
+    const record = fromHash(digest, hash)
+    if (record !== null) return { record }
+    const previous = previousOf(hash)
+    if (previous === undefined) return null
+    const current = await this.findById(previous.id)
+    return current === null ? null : { record: current, previous: { rolledAt: previous.rolledAt, expiresAt: previous.expiresAt } }
+  }
+
+  /** Publishes a change of `record`: its digest and, after a roll, its previous secret's. */
+  private async announce(record: Pick<KeyRecord, 'digest' | 'previousDigest'>): Promise<void> {
+    await this.redis.publish(this.channel, record.digest)
+    if (record.previousDigest !== null) await this.redis.publish(this.channel, record.previousDigest)
+  }
+
+  async update(id: string, changes: CredentialChanges): Promise<KeyRecord | null> {
+    // A roll between the read and the write moves the record: read it again where it went.
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const record = await this.findById(id)
+      if (record === null) return null
+      const updated = await this.redis.eval(UPDATE_IF_RECORD, 1, this.recordKey(record.digest), ...updateArgs(changes))
+      if (updated === 0) continue
+      await this.announce(record)
+      return applied(record, changes)
+    }
+    return null
+  }
+
+  async roll(id: string, previousExpiresAt: Date): Promise<Rolled | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    const now = new Date().toISOString()
+    const until = previousExpiresAt.toISOString()
+    const key = generateKey(record.mode)
+    const rolled: KeyRecord = { ...record, digest: digestKey(key), previousDigest: record.digest, previousSecretExpiresAt: until, rolledAt: now }
+    // The new secret works first; then the id names it; then the old record becomes the
+    // previous secret (only if it still is the record: a revoke or another roll meanwhile
+    // leaves it alone, and this roll is undone).
+    await this.redis.hset(this.recordKey(rolled.digest), toHash(rolled))
+    await this.redis.set(this.idKey(id), rolled.digest)
+    const kept = Date.parse(until) + PREVIOUS_SECRET_KEPT_MS
+    const moved = await this.redis.eval(TO_PREVIOUS_SECRET, 1, this.recordKey(record.digest), id, now, until, String(kept))
+    if (moved === 0) {
+      await this.redis.del(this.recordKey(rolled.digest))
+      return null
+    }
+    // One previous secret at most: an earlier one still in its overlap ends now.
+    let endedOverlap: string | null = null
+    if (record.previousDigest !== null) {
+      const earlier = record.previousSecretExpiresAt
+      if (await this.redis.eval(END_PREVIOUS_SECRET, 1, this.recordKey(record.previousDigest), now) === 1) endedOverlap = earlier
+      await this.redis.publish(this.channel, record.previousDigest)
+    }
+    await this.redis.publish(this.channel, record.digest)
+    await this.redis.publish(this.channel, rolled.digest)
+    return { key, record: rolled, endedOverlap }
+  }
+
+  async endOverlap(id: string): Promise<{ record: KeyRecord; ended: string | null } | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    if (record.previousDigest === null) return { record, ended: null }
+    const now = new Date().toISOString()
+    const ended = await this.redis.eval(END_PREVIOUS_SECRET, 1, this.recordKey(record.previousDigest), now) === 1
+    if (!ended) return { record, ended: null }
+    await this.redis.eval(UPDATE_IF_RECORD, 1, this.recordKey(record.digest), '1', 'previousSecretExpiresAt', now)
+    await this.announce(record)
+    return { record: { ...record, previousSecretExpiresAt: now }, ended: record.previousSecretExpiresAt }
+  }
+
+  async updateGrant(id: string, changes: Omit<CredentialChanges, 'expiresAt'>): Promise<GrantRecord | null> {
+    const record = await this.findGrantById(id)
+    if (record === null) return null
+    const updated = await this.redis.eval(UPDATE_IF_RECORD, 1, this.grantKey(record.digest), ...updateArgs(changes))
+    if (updated === 0) return null
+    await this.redis.publish(this.channel, record.digest)
+    return applied(record, changes)
   }
 
   private async forgetId(id: string): Promise<void> {
@@ -451,7 +675,81 @@ export class MemoryKeyStore implements KeyStore {
     if (record === null) return false
     this.byDigest.delete(record.digest)
     for (const listener of this.listeners) listener(record.digest)
+    if (record.previousDigest !== null) {
+      this.previousSecrets.delete(record.previousDigest)
+      this.changed(record.previousDigest)
+    }
     return true
+  }
+
+  /** Rolled keys' previous secrets, by digest. */
+  private readonly previousSecrets = new Map<string, { id: string; rolledAt: string; expiresAt: string }>()
+
+  async findSecret(digest: string): Promise<SecretRecord | null> {
+    const record = this.byDigest.get(digest)
+    if (record !== undefined) return { record }
+    const previous = this.previousSecrets.get(digest)
+    if (previous === undefined) return null
+    const current = await this.findById(previous.id)
+    return current === null ? null : { record: current, previous: { rolledAt: previous.rolledAt, expiresAt: previous.expiresAt } }
+  }
+
+  private announce(record: KeyRecord): void {
+    this.changed(record.digest)
+    if (record.previousDigest !== null) this.changed(record.previousDigest)
+  }
+
+  async update(id: string, changes: CredentialChanges): Promise<KeyRecord | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    const updated = applied(record, changes)
+    this.byDigest.set(record.digest, updated)
+    this.announce(updated)
+    return updated
+  }
+
+  async roll(id: string, previousExpiresAt: Date): Promise<Rolled | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    const now = new Date().toISOString()
+    const key = generateKey(record.mode)
+    const rolled: KeyRecord = { ...record, digest: digestKey(key), previousDigest: record.digest, previousSecretExpiresAt: previousExpiresAt.toISOString(), rolledAt: now }
+    this.byDigest.delete(record.digest)
+    this.byDigest.set(rolled.digest, rolled)
+    this.previousSecrets.set(record.digest, { id, rolledAt: now, expiresAt: previousExpiresAt.toISOString() })
+    let endedOverlap: string | null = null
+    const earlier = record.previousDigest === null ? undefined : this.previousSecrets.get(record.previousDigest)
+    if (earlier !== undefined && earlier.expiresAt > now) {
+      endedOverlap = earlier.expiresAt
+      earlier.expiresAt = now
+    }
+    if (record.previousDigest !== null) this.changed(record.previousDigest)
+    this.changed(record.digest)
+    this.changed(rolled.digest)
+    return { key, record: rolled, endedOverlap }
+  }
+
+  async endOverlap(id: string): Promise<{ record: KeyRecord; ended: string | null } | null> {
+    const record = await this.findById(id)
+    if (record === null) return null
+    const previous = record.previousDigest === null ? undefined : this.previousSecrets.get(record.previousDigest)
+    const now = new Date().toISOString()
+    if (previous === undefined || previous.expiresAt <= now) return { record, ended: null }
+    const ended = previous.expiresAt
+    previous.expiresAt = now
+    const updated = { ...record, previousSecretExpiresAt: now }
+    this.byDigest.set(record.digest, updated)
+    this.announce(updated)
+    return { record: updated, ended }
+  }
+
+  async updateGrant(id: string, changes: Omit<CredentialChanges, 'expiresAt'>): Promise<GrantRecord | null> {
+    const record = await this.findGrantById(id)
+    if (record === null) return null
+    const updated = applied(record, changes)
+    this.grants.set(record.digest, updated)
+    this.changed(record.digest)
+    return updated
   }
 
   onChange(listener: (digest: string) => void): void {

@@ -4,7 +4,8 @@ import { hash } from 'node:crypto'
 import { Agent } from 'undici'
 import type { IssuerConfig, OAuthConfig } from '../config.js'
 import { ApiError, invalidToken } from '../contract/errors.js'
-import { scopesOf, type KeyVerifier, type VerifyHooks } from '../keys/authenticator.js'
+import type { AddressMatcher } from '../keys/addresses.js'
+import { allowedFromOf, scopesOf, type KeyVerifier, type VerifyHooks } from '../keys/authenticator.js'
 import { grantDigest, type GrantRecord } from '../keys/grants.js'
 import type { Principal, Scopes } from '../keys/principal.js'
 import { RecordCache, UNKNOWN, type RecordCacheOptions } from '../keys/record-cache.js'
@@ -35,6 +36,8 @@ interface CachedGrant {
   record: GrantRecord
   properties: ReadonlySet<string> | 'all'
   scopes: Scopes
+  /** The grant's allowed addresses, compiled once per read (docs/architecture.md, "Allowed addresses"). */
+  allowedFrom: { allowedFrom?: AddressMatcher }
   loadedAt: number
 }
 
@@ -127,6 +130,7 @@ export class TokenAuthenticator implements KeyVerifier {
         record,
         properties: record.properties === '*' ? 'all' : new Set(record.properties.map((p) => p.toLowerCase())),
         scopes: scopesOf(record.scopes),
+        allowedFrom: allowedFromOf(record.allowedIps),
         loadedAt: Date.now(),
       }
     }, { ...options.grantCache, unavailableDetail: 'Access tokens cannot be checked right now; retry shortly.' })
@@ -206,6 +210,7 @@ export class TokenAuthenticator implements KeyVerifier {
       rateLimit: record.rateLimit,
       // The grant's scopes are the most a token of it may do (docs/architecture.md, "Scopes").
       scopes: token.tokenScopes === null ? grant.scopes : intersect(token.tokenScopes, grant.scopes),
+      ...grant.allowedFrom,
     }
     token.grant = grant
     token.principal = principal

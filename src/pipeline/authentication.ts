@@ -21,9 +21,11 @@ export function bearerToken(header: string | undefined): string {
 }
 
 export function authenticationStage(verifier: KeyVerifier, failures: AuthFailureLimiter) {
-  /** The key is this principal's; may it call this host's brand? */
+  /** The key is this principal's; may it be used from here, and call this host's brand? */
   const admit = (request: FastifyRequest, principal: Principal): void => {
     request.principal = principal
+    // Found and active; from an address it may be used from? (docs/architecture.md, "Allowed addresses")
+    if (principal.allowedFrom !== undefined && !principal.allowedFrom(request.ip)) throw ipNotAllowed(principal, request.ip)
     const brand = request.brand as Brand
     if (principal.brand !== brand.id) {
       const credential = principal.kind === 'apiKey' ? 'This API key belongs to' : 'The client of this access token is registered for'
@@ -63,4 +65,10 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
       admit(request, found)
     }, failed)
   }
+}
+
+/** 403 IP_NOT_ALLOWED: names the address seen, never the list. */
+function ipNotAllowed(principal: Principal, address: string): ApiError {
+  const credential = principal.kind === 'apiKey' ? 'This API key' : 'The client of this access token'
+  return new ApiError('IP_NOT_ALLOWED', `${credential} may not be used from the address ${quoteInput(address)}.`)
 }

@@ -4,6 +4,8 @@ import { hostname } from 'node:os'
 import pino, { type Logger } from 'pino'
 import type { Metrics } from '../admin/metrics.js'
 import type { ErrorCode } from '../contract/errors.js'
+import type { UsageRecorder } from '../credentials/usage.js'
+import type { RoutePolicy } from '../routes/policy.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 // After every response: one log line (docs/operations.md, "Logs"), the request metrics and,
@@ -67,7 +69,20 @@ const AUTH_FAILURES = new Set<ErrorCode>([
  */
 export const PARTNER_CLOSED_STATUS = 499
 
-export function observeStage(logger: Logger, metrics: Metrics | undefined, tracing?: Tracing) {
+/** `<METHOD> <route template>`, the route of a credential's usage, made once per route and method. */
+const usageRoutes = new WeakMap<RoutePolicy, Record<string, string>>()
+
+function usageRouteOf(policy: RoutePolicy, method: string): string {
+  let labels = usageRoutes.get(policy)
+  if (labels === undefined) {
+    labels = {}
+    for (const name of [...policy.methods, 'HEAD']) labels[name] = `${name} ${policy.path}`
+    usageRoutes.set(policy, labels)
+  }
+  return labels[method] ?? `${method} ${policy.path}`
+}
+
+export function observeStage(logger: Logger, metrics: Metrics | undefined, tracing?: Tracing, usage?: UsageRecorder) {
   const destination = (logger as unknown as Record<symbol, { write(line: string): void }>)[pino.symbols.streamSym] as { write(line: string): void }
   return function observe(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
     // Once per request, however it ended (docs/operations.md, "Logs"): the answer finished, or
@@ -109,6 +124,13 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
       metrics.request(route ?? 'unmatched', request.method, status, code ?? '', reply.elapsedTime / 1000)
       if (code !== null && AUTH_FAILURES.has(code)) metrics.authFailure(code)
       if (code === 'RATE_LIMITED') metrics.rateLimited.inc()
+    }
+    // The credential's usage, once a credential was found (docs/architecture.md, "Usage and
+    // last use"): by route template and the status logged, counted in memory.
+    const principal = request.principal
+    if (usage !== undefined && principal !== null) {
+      const policy = request.routeOptions.config.policy
+      if (policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method), status)
     }
     // Set only when tracing is on (the request-context stage started it).
     if (request.span !== null) tracing?.endServerSpan(request, reply)

@@ -65,6 +65,8 @@ export interface RoutePolicy {
   readonly scopes: Readonly<Partial<Record<Method, string>>>
   /** Declared routes with POST or PATCH: whether those methods need an Idempotency-Key. */
   readonly idempotency?: IdempotencyRule
+  /** Any valid credential may call it: it needs no scope (`GET /v1/credential`). */
+  readonly noScope?: true
 }
 
 /** The Idempotency-Key rule of `method` on the route of `policy`; undefined where the header is ignored. */
@@ -156,7 +158,8 @@ export function policyProblems(policy: RoutePolicy): string[] {
     if (rule.type === 'integer' && rule.min > rule.max) problems.push(`query.${name}: min is above max`)
     if ((rule.type === 'enum' || rule.type === 'list') && rule.values.length === 0) problems.push(`query.${name}: no values`)
   }
-  for (const method of policy.auth ? policy.methods : []) {
+  if (policy.noScope === true && (!policy.auth || Object.keys(policy.scopes).length > 0)) problems.push('needs no scope, so takes a credential and names no scope')
+  for (const method of policy.auth && policy.noScope !== true ? policy.methods : []) {
     const scope = policy.scopes[method]
     if (scope === undefined) problems.push(`names no scope for ${method}`)
     else if (!SCOPE_PATTERN.test(scope)) problems.push(`scope '${scope}' of ${method} is not <resource>:<action> (lower-case letters, digits and dashes)`)
@@ -220,5 +223,10 @@ export const builtInRoutes = {
   getProperty: {
     kind: 'facade', path: '/v1/properties/{propertyId}', methods: ['GET'], scope: 'brand', auth: true,
     query: {}, pathParams: { propertyId: { type: 'uuid' } }, body: 'none', upstreams: ['pms'], scopes: { GET: 'properties:read' },
+  },
+  // The partner's own credential (docs/partners.md, "Who am I: GET /v1/credential"): any valid one, no scope.
+  getCredential: {
+    kind: 'facade', path: '/v1/credential', methods: ['GET'], scope: 'brand', auth: true,
+    query: {}, pathParams: {}, body: 'none', upstreams: [], scopes: {}, noScope: true,
   },
 } as const satisfies Record<string, RoutePolicy>

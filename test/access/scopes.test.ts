@@ -80,8 +80,9 @@ describe('the key tool\'s --scopes', () => {
     expect(scopes).toEqual(['properties:read', 'guests:read'])
     const shown = await keyTool(env, 'show', id, '--json')
     expect(JSON.parse(shown.out[0] as string)).toEqual({
-      id, brand: 'acme', mode: 'live', properties: '*', scopes: ['properties:read', 'guests:read'], status: 'active', name: 'Reader',
-      expiresAt: null, rateLimit: null, createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
+      id, type: 'api_key', brand: 'acme', mode: 'live', properties: '*', scopes: ['properties:read', 'guests:read'], status: 'active', name: 'Reader',
+      expiresAt: null, rateLimit: null, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null,
+      createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
     })
     const text = await keyTool(env, 'show', id)
     expect(text.out[0]).toMatch(new RegExp(`^${id}  acme  live  active  all properties  expires never  rate limit default  scopes properties:read,guests:read  created `))

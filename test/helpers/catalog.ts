@@ -46,6 +46,10 @@ export const ERROR_TABLE: Readonly<Record<string, ExpectedError>> = {
   RATE_LIMITED: { status: 429, title: 'Too many requests' },
   INTERNAL_ERROR: { status: 500, title: 'Internal server error' },
   SERVICE_UNAVAILABLE: { status: 503, title: 'Service unavailable' },
+  IP_NOT_ALLOWED: { status: 403, title: 'IP address not allowed' },
+  UNKNOWN_BODY_FIELD: { status: 400, title: 'Unknown body field' },
+  VALIDATION_FAILED: { status: 422, title: 'Validation failed' },
+  CREDENTIAL_NOT_FOUND: { status: 404, title: 'Credential not found' },
 }
 
 /** The expected status and title of `code`; throws for a code the table does not hold. */

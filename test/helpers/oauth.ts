@@ -1,5 +1,5 @@
 import type { FileConfig } from '../../src/config.js'
-import { runKeyTool } from '../../src/keys/tool.js'
+import { runKeyTool } from '../../src/credentials/tool.js'
 import type { MockIdp } from '../../mocks/idp/server.js'
 
 /** The `oauth` section that trusts the stand-in identity provider `idp`. */
@@ -21,11 +21,15 @@ export function issuerEnv(idp: MockIdp): Record<string, string> {
 
 export interface ToolRun { code: number; out: string[]; err: string[] }
 
-/** The key tool, as `npm run keys` runs it, against the given Redis namespace and issuer. */
+/**
+ * The key tool, as `npm run keys` runs it, against the given Redis namespace and issuer. Its
+ * audit lines on stderr are left out unless `env` sets LOG_LEVEL (test/credentials/audit.test.ts
+ * reads them).
+ */
 export async function keyTool(env: Record<string, string>, ...argv: string[]): Promise<ToolRun> {
   const out: string[] = []
   const err: string[] = []
-  const code = await runKeyTool(argv, { CONFIG_FILE: 'config/default.json', ...env }, { out: (l) => out.push(l), err: (l) => err.push(l) })
+  const code = await runKeyTool(argv, { CONFIG_FILE: 'config/default.json', LOG_LEVEL: 'warn', ...env }, { out: (l) => out.push(l), err: (l) => err.push(l) })
   return { code, out, err }
 }
 

@@ -13,7 +13,8 @@ const prefix = testPrefix()
 function npmKeys(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile('npm', ['run', '--silent', 'keys', '--', ...args], {
-      env: { ...process.env, REDIS_URL, REDIS_PREFIX: prefix, ...env },
+      // The audit lines on stderr are left out here (test/credentials/audit.test.ts reads them).
+      env: { ...process.env, REDIS_URL, REDIS_PREFIX: prefix, LOG_LEVEL: 'warn', ...env },
     }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : Number(error.code), stdout, stderr }))
   })
 }
@@ -56,8 +57,9 @@ describe('npm run keys: clients of access tokens', () => {
     expect({ code: result.code, stderr: result.stderr, lines: result.stdout.trim().split('\n').length }).toEqual({ code: 0, stderr: '', lines: 1 })
     const grant = JSON.parse(result.stdout) as { id: string }
     expect(grant).toEqual({
-      id: expect.stringMatching(/^cli_[0-9A-Za-z]{17}$/), issuer, clientId: 'channel-sync', brand: 'acme', mode: 'live', properties: '*',
-      scopes: ['properties:read', 'guests:read'], status: 'active', name: 'Channel sync', createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
+      id: expect.stringMatching(/^cli_[0-9A-Za-z]{17}$/), type: 'oauth_client', issuer, clientId: 'channel-sync', brand: 'acme', mode: 'live', properties: '*',
+      scopes: ['properties:read', 'guests:read'], status: 'active', name: 'Channel sync', expiresAt: null, rateLimit: null, allowedIps: null,
+      previousSecretExpiresAt: null, lastUsedAt: null, createdAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
     })
     const again = await npmKeys(['grant-client', '--issuer', issuer, '--client-id', 'channel-sync', '--brand', 'acme', '--mode', 'live', '--all-properties'], oauthEnv)
     expect({ code: again.code, stdout: again.stdout, stderr: again.stderr.trim() })
@@ -69,8 +71,8 @@ describe('npm run keys: clients of access tokens', () => {
     const { id } = JSON.parse(created.stdout) as { id: string }
     const shown = await npmKeys(['show', id, '--json'], oauthEnv)
     expect(JSON.parse(shown.stdout)).toEqual({
-      id, issuer, clientId: 'reporting', brand: 'globex', mode: 'test', properties: '*', scopes: '*', status: 'active', name: null, rateLimit: null,
-      createdAt: expect.any(String),
+      id, type: 'oauth_client', issuer, clientId: 'reporting', brand: 'globex', mode: 'test', properties: '*', scopes: '*', status: 'active', name: null,
+      expiresAt: null, rateLimit: null, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt: expect.any(String),
     })
     const listed = await npmKeys(['list', '--brand', 'globex'], oauthEnv)
     expect(listed.stdout).toContain(`${id}  globex  test  active  all properties  client "reporting" of ${issuer}  rate limit default  scopes *  created `)

@@ -66,6 +66,11 @@ async function liveKey(prefix: string): Promise<{ id: string; key: string }> {
   return json<{ id: string; key: string }>(prefix, 'create', '--brand', 'acme', '--mode', 'live', '--all-properties')
 }
 
+/** The audit trail's keys of one credential's changes (docs/architecture.md, "The audit trail"). */
+function auditKeys(prefix: string, id: string): string[] {
+  return [`${prefix}audit`, `${prefix}audit:{${id}}`]
+}
+
 /** Every string Redis holds under `prefix`: names, hash fields and values, set members. */
 async function everythingUnder(prefix: string): Promise<string[]> {
   const found: string[] = []
@@ -106,12 +111,12 @@ describe('the key tool: the records it writes', () => {
       '--expires-at', '2031-05-06T07:08:09Z', '--rate-limit', '250')
     const { id, key, createdAt } = created
     expect(created).toEqual({
-      id: expect.stringMatching(KEY_ID), key: expect.stringMatching(/^svc_test_[0-9A-Za-z]{28}$/), brand: 'acme', mode: 'test',
+      id: expect.stringMatching(KEY_ID), key: expect.stringMatching(/^svc_test_[0-9A-Za-z]{28}$/), type: 'api_key', brand: 'acme', mode: 'test',
       properties: [PROPERTY_B, PROPERTY_A], scopes: ['rooms:read', 'properties:read'], status: 'active', name: 'Front desk',
-      expiresAt: '2031-05-06T07:08:09.000Z', createdAt: expect.stringMatching(ISO),
+      expiresAt: '2031-05-06T07:08:09.000Z', rateLimit: 250, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt: expect.stringMatching(ISO),
     })
     const digest = sha256(key)
-    expect((await keysUnder(admin, prefix)).sort()).toEqual([`${prefix}key:${digest}`, `${prefix}keyid:${id}`, `${prefix}keys`].sort())
+    expect((await keysUnder(admin, prefix)).sort()).toEqual([`${prefix}key:${digest}`, `${prefix}keyid:${id}`, `${prefix}keys`, ...auditKeys(prefix, id)].sort())
     expect(await admin.hgetall(`${prefix}key:${digest}`)).toEqual({
       id, brand: 'acme', mode: 'test', properties: `["${PROPERTY_B}","${PROPERTY_A}"]`, scopes: '["rooms:read","properties:read"]',
       status: 'active', name: 'Front desk', expiresAt: '2031-05-06T07:08:09.000Z', rateLimit: '250', createdAt,
@@ -121,8 +126,8 @@ describe('the key tool: the records it writes', () => {
     expect((await everythingUnder(prefix)).filter((text) => text.includes(key))).toEqual([])
 
     expect(await json(prefix, 'show', id)).toEqual({
-      id, brand: 'acme', mode: 'test', properties: [PROPERTY_B, PROPERTY_A], scopes: ['rooms:read', 'properties:read'], status: 'active',
-      name: 'Front desk', expiresAt: '2031-05-06T07:08:09.000Z', rateLimit: 250, createdAt,
+      id, type: 'api_key', brand: 'acme', mode: 'test', properties: [PROPERTY_B, PROPERTY_A], scopes: ['rooms:read', 'properties:read'], status: 'active',
+      name: 'Front desk', expiresAt: '2031-05-06T07:08:09.000Z', rateLimit: 250, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt,
     })
   })
 
@@ -133,7 +138,8 @@ describe('the key tool: the records it writes', () => {
       id, brand: 'globex', mode: 'live', properties: '*', scopes: '*', status: 'active', name: '', expiresAt: '', rateLimit: '', createdAt,
     })
     expect(await json(prefix, 'show', id)).toEqual({
-      id, brand: 'globex', mode: 'live', properties: '*', scopes: '*', status: 'active', name: null, expiresAt: null, rateLimit: null, createdAt,
+      id, type: 'api_key', brand: 'globex', mode: 'live', properties: '*', scopes: '*', status: 'active', name: null, expiresAt: null, rateLimit: null,
+      allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt,
     })
   })
 
@@ -145,14 +151,15 @@ describe('the key tool: the records it writes', () => {
         '--brand', 'globex', '--mode', 'test', '--properties', PROPERTY_A, '--scopes', 'guests:read', '--name', 'Channel sync', '--rate-limit', '40')
       const { id, createdAt } = grant
       expect(grant).toEqual({
-        id: expect.stringMatching(GRANT_ID), issuer: ISSUER, clientId: 'channel-sync', brand: 'globex', mode: 'test', properties: [PROPERTY_A],
-        scopes: ['guests:read'], status: 'active', name: 'Channel sync', createdAt: expect.stringMatching(ISO),
+        id: expect.stringMatching(GRANT_ID), type: 'oauth_client', issuer: ISSUER, clientId: 'channel-sync', brand: 'globex', mode: 'test', properties: [PROPERTY_A],
+        scopes: ['guests:read'], status: 'active', name: 'Channel sync', expiresAt: null, rateLimit: 40, allowedIps: null, previousSecretExpiresAt: null,
+        lastUsedAt: null, createdAt: expect.stringMatching(ISO),
       })
       const digest = sha256(`${ISSUER}\nchannel-sync`)
       // An instance that answered this client "not registered" must hear of the grant.
       expect(await eventually(async () => changes.messages.length === 1, 5000)).toBe(true)
       expect(changes.messages).toEqual([digest])
-      const stored = [`${prefix}grant:${digest}`, `${prefix}grantid:${id}`, `${prefix}grants`].sort()
+      const stored = [`${prefix}grant:${digest}`, `${prefix}grantid:${id}`, `${prefix}grants`, ...auditKeys(prefix, id)].sort()
       expect((await keysUnder(admin, prefix)).sort()).toEqual(stored)
       expect(await admin.hgetall(`${prefix}grant:${digest}`)).toEqual({
         id, issuer: ISSUER, clientId: 'channel-sync', brand: 'globex', mode: 'test', properties: `["${PROPERTY_A}"]`, scopes: '["guests:read"]',
@@ -160,8 +167,8 @@ describe('the key tool: the records it writes', () => {
       })
       expect(await admin.get(`${prefix}grantid:${id}`)).toBe(digest)
       expect(await json(prefix, 'show', id)).toEqual({
-        id, issuer: ISSUER, clientId: 'channel-sync', brand: 'globex', mode: 'test', properties: [PROPERTY_A], scopes: ['guests:read'],
-        status: 'active', name: 'Channel sync', rateLimit: 40, createdAt,
+        id, type: 'oauth_client', issuer: ISSUER, clientId: 'channel-sync', brand: 'globex', mode: 'test', properties: [PROPERTY_A], scopes: ['guests:read'],
+        status: 'active', name: 'Channel sync', expiresAt: null, rateLimit: 40, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt,
       })
 
       const again = await tool(prefix, 'grant-client', '--issuer', ISSUER, '--client-id', 'channel-sync', '--brand', 'acme', '--mode', 'live', '--all-properties')
@@ -183,7 +190,8 @@ describe('the key tool: the records it writes', () => {
       id, issuer: ISSUER, clientId: 'reporting', brand: 'acme', mode: 'live', properties: '*', scopes: '*', status: 'active', name: '', rateLimit: '', createdAt,
     })
     expect(await json(prefix, 'show', id)).toEqual({
-      id, issuer: ISSUER, clientId: 'reporting', brand: 'acme', mode: 'live', properties: '*', scopes: '*', status: 'active', name: null, rateLimit: null, createdAt,
+      id, type: 'oauth_client', issuer: ISSUER, clientId: 'reporting', brand: 'acme', mode: 'live', properties: '*', scopes: '*', status: 'active', name: null,
+      expiresAt: null, rateLimit: null, allowedIps: null, previousSecretExpiresAt: null, lastUsedAt: null, createdAt,
     })
   })
 })
@@ -257,7 +265,8 @@ describe('the key tool: suspend, resume, revoke', () => {
       expect(await tool(prefix, 'resume', id)).toEqual({ code: 0, out: [`resumed ${id}`], err: [] })
       expect(await admin.hget(`${prefix}key:${digest}`, 'status')).toBe('active')
       expect(await tool(prefix, 'revoke', id)).toEqual({ code: 0, out: [`revoked ${id}`], err: [] })
-      expect(await keysUnder(admin, prefix)).toEqual([])
+      // Only the audit trail of its changes is left (docs/architecture.md, "The audit trail").
+      expect((await keysUnder(admin, prefix)).sort()).toEqual(auditKeys(prefix, id).sort())
       expect(await eventually(async () => changes.messages.length === 3, 5000)).toBe(true)
       expect(changes.messages).toEqual([digest, digest, digest])
 
@@ -282,7 +291,7 @@ describe('the key tool: suspend, resume, revoke', () => {
       expect(await tool(prefix, 'resume', id)).toEqual({ code: 0, out: [`resumed ${id}`], err: [] })
       expect(await admin.hget(`${prefix}grant:${digest}`, 'status')).toBe('active')
       expect(await tool(prefix, 'revoke', id)).toEqual({ code: 0, out: [`revoked ${id}`], err: [] })
-      expect(await keysUnder(admin, prefix)).toEqual([])
+      expect((await keysUnder(admin, prefix)).sort()).toEqual(auditKeys(prefix, id).sort())
       expect(await eventually(async () => changes.messages.length === 4, 5000)).toBe(true)
       expect(changes.messages).toEqual([digest, digest, digest, digest])
 
@@ -316,12 +325,13 @@ describe.each([
         key: expect.stringMatching(/^svc_test_[0-9A-Za-z]{28}$/),
         record: {
           id: expect.stringMatching(KEY_ID), digest: sha256(acme.key), brand: 'acme', mode: 'test', properties: [PROPERTY_A], scopes: '*', status: 'active',
-          name: null, expiresAt: null, rateLimit: null, createdAt: expect.stringMatching(ISO),
+          name: null, expiresAt: null, rateLimit: null, allowedIps: null, previousDigest: null, previousSecretExpiresAt: null, rolledAt: null, createdAt: expect.stringMatching(ISO),
         },
       })
       expect(globex.record).toEqual({
         id: expect.stringMatching(KEY_ID), digest: sha256(globex.key), brand: 'globex', mode: 'live', properties: '*', scopes: ['rooms:read'], status: 'active',
-        name: 'Night audit', expiresAt: '2031-01-01T00:00:00.000Z', rateLimit: 7, createdAt: expect.stringMatching(ISO),
+        name: 'Night audit', expiresAt: '2031-01-01T00:00:00.000Z', rateLimit: 7, allowedIps: null, previousDigest: null, previousSecretExpiresAt: null, rolledAt: null,
+        createdAt: expect.stringMatching(ISO),
       })
       expect(await store.findByDigest(acme.record.digest)).toEqual(acme.record)
       expect(await store.findById(globex.record.id)).toEqual(globex.record)
@@ -358,12 +368,12 @@ describe.each([
       const digest = sha256(`${ISSUER}\nchannel-sync`)
       expect(first).toEqual({
         id: expect.stringMatching(GRANT_ID), digest, issuer: ISSUER, clientId: 'channel-sync', brand: 'acme', mode: 'test', properties: [PROPERTY_B],
-        scopes: '*', status: 'active', name: null, rateLimit: null, createdAt: expect.stringMatching(ISO),
+        scopes: '*', status: 'active', name: null, rateLimit: null, allowedIps: null, createdAt: expect.stringMatching(ISO),
       })
       const other = await store.createGrant({ issuer: ISSUER, clientId: 'reporting', brand: 'globex', mode: 'live', properties: '*', scopes: ['guests:read'], name: 'Reports', rateLimit: 9 })
       expect(other).toEqual({
         id: expect.stringMatching(GRANT_ID), digest: sha256(`${ISSUER}\nreporting`), issuer: ISSUER, clientId: 'reporting', brand: 'globex', mode: 'live',
-        properties: '*', scopes: ['guests:read'], status: 'active', name: 'Reports', rateLimit: 9, createdAt: expect.stringMatching(ISO),
+        properties: '*', scopes: ['guests:read'], status: 'active', name: 'Reports', rateLimit: 9, allowedIps: null, createdAt: expect.stringMatching(ISO),
       })
       const refused = await store.createGrant({ issuer: ISSUER, clientId: 'channel-sync', brand: 'globex', mode: 'live', properties: '*' }).catch((error: unknown) => error)
       expect(refused).toBeInstanceOf(GrantExistsError)
@@ -431,6 +441,7 @@ describe('the key authenticator', () => {
       const authenticator = new KeyAuthenticator(store, { ttlMs: 600_000, graceMs: 0, maxEntries: 10 })
       const principal: Principal = {
         keyId: record.id, kind: 'apiKey', brand: 'acme', mode: 'live', properties: new Set([PROPERTY_A]), rateLimit: 5, scopes: 'all',
+        expiresAtMs: Date.parse('2030-01-01T00:00:00.000Z'), expiresAt: '2030-01-01T00:00:00.000Z',
       }
       expect(await authenticator.verify(key)).toEqual(principal)
       const lookups: string[] = []

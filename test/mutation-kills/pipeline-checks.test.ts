@@ -9,7 +9,7 @@ import { roomsOf } from '../../mocks/service/data.js'
 import { MockService } from '../../mocks/service/server.js'
 import type { FileConfigInput } from '../../src/config.js'
 import { digestKey } from '../../src/keys/format.js'
-import { RedisKeyStore, type KeyRecord } from '../../src/keys/store.js'
+import { RedisKeyStore, type SecretRecord } from '../../src/keys/store.js'
 import { ACME_HOST, GLOBEX_HOST } from '../helpers/config.js'
 import { startWithService, type Setup } from '../helpers/declared.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
@@ -316,14 +316,14 @@ class HeldStore extends RedisKeyStore {
     return { reached: reachedPromise, release }
   }
 
-  override async findByDigest(digest: string): Promise<KeyRecord | null> {
+  override async findSecret(digest: string): Promise<SecretRecord | null> {
     const held = this.held.get(digest)
     if (held !== undefined) {
       this.held.delete(digest)
       held.reached()
       await held.released
     }
-    return super.findByDigest(digest)
+    return super.findSecret(digest)
   }
 }
 

@@ -510,12 +510,18 @@ describe('a call has an end', () => {
     const g = await gatewayWith({ responseTimeoutMs: 1000 })
     try {
       service.setFailure({ mode: 'stall', times: 1 })
-      const res = await request(`${g.url}/v1/guests`, { headers: { host: ACME_HOST, 'user-agent': 'reader/1.0', authorization: `Bearer ${await g.key()}` } })
+      const { id, key } = await g.keyWithId()
+      const res = await request(`${g.url}/v1/guests`, { headers: { host: ACME_HOST, 'user-agent': 'reader/1.0', authorization: `Bearer ${key}` } })
       // The answer had begun: it cannot become a problem any more; the connection is cut.
       expect(res.statusCode).toBe(200)
       await expect(res.body.text()).rejects.toThrow()
       expect(await cutLine(g)).toMatchObject({ route: '/v1/guests', status: 200, upstreamCut: 'response_timeout' })
       expect(g.gateway.services.get('bookings').live.upstream.callsInFlight).toBe(0)
+      // Counted in the key's usage like an answer that ended (docs/architecture.md, "Usage and last use").
+      await g.gateway.usage.flush()
+      expect((await g.gateway.credentials.usageOf(id, 1)).rows).toEqual([
+        { date: new Date().toISOString().slice(0, 10), route: 'GET /v1/guests', '2xx': 1, '3xx': 0, '4xx': 0, '429': 0, '5xx': 0, total: 1 },
+      ])
     } finally {
       await g.close()
     }

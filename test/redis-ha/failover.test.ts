@@ -4,7 +4,7 @@ import { runFailoverScenario, type ScenarioReport } from '../../bench/redis-ha/s
 import { haRedisMissing, RedisCluster, SentinelGroup, type HaTopology } from '../../bench/redis-ha/topology.js'
 import { loadConfig } from '../../src/config.js'
 import { createGateway, type Gateway } from '../../src/gateway.js'
-import { runKeyTool } from '../../src/keys/tool.js'
+import { runKeyTool } from '../../src/credentials/tool.js'
 import { ACME_HOST } from '../helpers/config.js'
 import { MemorySource } from '../helpers/memory-source.js'
 import { eventually } from '../helpers/redis.js'

@@ -137,6 +137,18 @@ describe('what every request carries', () => {
   })
 })
 
+describe('the credential', () => {
+  it('credential() answers who the client is, as the gateway shows it, never a secret', async () => {
+    const { client: c } = client()
+    const answer = await c.credential()
+    expect(answer.status).toBe(200)
+    expect(answer.data).toMatchObject({ id: s.keyId, type: 'api_key', brand: 'acme', mode: 'live', scopes: '*', properties: '*', expiresAt: null, allowedIps: null })
+    expect(answer.requestId).toEqual(expect.stringMatching(/^req_[0-9a-f]{32}$/))
+    expect(answer.meta?.requestId).toBe(answer.requestId)
+    expect(JSON.stringify(answer.data)).not.toContain(s.key)
+  })
+})
+
 describe('declared routes: guests and rooms', () => {
   it('create sends a new UUID v4 Idempotency-Key; the same key again gets the first answer back, created once', async () => {
     const { client: c, sent } = client()

@@ -15,6 +15,7 @@ const document = openApiDocument(loadConfig({ CONFIG_FILE: SHIPPED_CONFIG }))
 // Each operation of the document and the client's call for it.
 const CALLS: Record<string, string> = {
   getHealth: 'health',
+  getCredential: 'credential',
   listProperties: 'properties.list',
   getProperty: 'properties.get',
   listGuests: 'guests.list',
