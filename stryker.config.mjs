@@ -33,6 +33,9 @@ export default {
     // Credentials over their life: the service behind the key tool and the credentials API,
     // usage counting, the audit trail, the admin API's validation, GET /v1/credential.
     'src/credentials/**/*.ts',
+    // Events: the ingest's rules, the mapping of internal to public types, the log and its
+    // visibility rules, /v1/events.
+    'src/events/**/*.ts',
     // The request log line and the request metrics: an operator's surface, not a rule a partner
     // sees, pinned by the observability tests by field name; its mutants are mostly in the
     // serialiser's schema and pino's plumbing, where a change alters no answer.

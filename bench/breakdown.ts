@@ -29,6 +29,7 @@ const CATEGORIES: [RegExp, string][] = [
   [/^pipeline\/body\.js$/, 'check: body'],
   [/^pipeline\/check\.js$/, 'check runner'],
   [/^idempotency\/.*\.js$/, 'idempotency'],
+  [/^events\/.*\.js$/, 'events (ingest, log)'],
   [/^(http\/request-context|http\/request-state|http\/trace|tracing\/.*)\.js$/, 'request context, tracing'],
   [/^http\/load-shedding\.js$/, 'load shedding'],
   [/^admin\/(metrics|series)\.js$/, 'metrics'],

@@ -27,6 +27,8 @@ export interface WrkRequest {
   body?: string
   /** A new Idempotency-Key on every request, built by the script. */
   newKeys?: boolean
+  /** Every `XIDX` of the body replaced on each request by a text of its own (new CloudEvent ids for each batch of the ingest). */
+  newIds?: boolean
 }
 
 export interface WrkResult {
@@ -75,7 +77,19 @@ function script(request: WrkRequest, amount: number, keyPrefix: string): string 
     '  end',
     'end',
   ]
-  if (request.newKeys === true) {
+  if (request.newIds === true) {
+    // The body is rebuilt per request: every event of every batch gets an id of its own, so the
+    // ingest stores each one (a copy would be answered without being stored).
+    lines.push(
+      'sent = 0',
+      `template = ${luaString(request.body ?? '')}`,
+      'function request()',
+      '  sent = sent + 1',
+      `  local body = string.gsub(template, "XIDX", ${luaString(keyPrefix)} .. sent)`,
+      '  return wrk.format(nil, nil, nil, body)',
+      'end',
+    )
+  } else if (request.newKeys === true) {
     // A request built per call: wrk only calls `request` when the script defines it, and
     // then for every request, so the other rows do without.
     lines.push(

@@ -16,7 +16,8 @@ import { serveDocs } from './docs-server.js'
 // `npm run demo`: the stand-in PMS and its sandbox, the stand-in service behind the declared
 // routes of config/default.json (guests, rooms) and its sandbox, the stand-in identity
 // provider with a registered demo client, the gateway and a demo key, in one process, for a
-// newcomer with only Node and npm. It uses Redis at REDIS_URL when one answers; otherwise it
+// newcomer with only Node and npm. The stand-ins publish what changes to the gateway's ingest
+// endpoint, each as the publisher config/default.json names, so a change becomes an event. It uses Redis at REDIS_URL when one answers; otherwise it
 // says so and keeps keys and grants in memory (the demo only: `npm start` never falls back).
 
 const DEMO_TOKEN = 'demo-pms-token'
@@ -28,6 +29,13 @@ const DEMO_KEY_LIFETIME_MS = 8 * 60 * 60 * 1000
 const DEMO_CLIENT = 'demo-partner'
 // A fresh secret each run: only this demo's client can get tokens from its identity provider.
 const DEMO_CLIENT_SECRET = randomBytes(12).toString('hex')
+// The publishers' tokens (config/default.json, events.publishers), fresh each run too.
+const PUBLISHERS = {
+  pms: { variable: 'EVENTS_PMS_TOKEN', token: randomBytes(16).toString('hex') },
+  'pms-sandbox': { variable: 'EVENTS_PMS_SANDBOX_TOKEN', token: randomBytes(16).toString('hex') },
+  bookings: { variable: 'EVENTS_BOOKINGS_TOKEN', token: randomBytes(16).toString('hex') },
+  'bookings-sandbox': { variable: 'EVENTS_BOOKINGS_SANDBOX_TOKEN', token: randomBytes(16).toString('hex') },
+} as const
 
 /** Listens on `port`, or on any free port when it is taken (another demo?). */
 async function listenOn<T extends { listen(port: number): Promise<T> }>(make: () => T, port: number): Promise<T> {
@@ -51,6 +59,7 @@ const env = {
   UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN,
   UPSTREAM_BOOKINGS_SANDBOX_URL: serviceSandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SERVICE_TOKEN,
   REDIS_PREFIX: `${process.env.REDIS_PREFIX ?? 'gw:'}demo:`,
+  ...Object.fromEntries(Object.values(PUBLISHERS).map((p) => [p.variable, p.token])),
 }
 const config = loadConfig(env, { requireTokens: true })
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'warn' })
@@ -75,6 +84,11 @@ await gateway.admin.listen({ port: config.adminPort, host: config.adminHost })
 await gateway.app.listen({ port: config.port, host: config.host })
 const port = (gateway.app.server.address() as { port: number }).port
 const adminPort = (gateway.admin.server.address() as { port: number }).port
+// Each stand-in publishes as its publisher, to the admin port's ingest endpoint.
+const ingest = `http://${config.adminHost === '0.0.0.0' ? '127.0.0.1' : config.adminHost}:${adminPort}/events`
+for (const [stand, source] of [[pms, 'pms'], [pmsSandbox, 'pms-sandbox'], [service, 'bookings'], [serviceSandbox, 'bookings-sandbox']] as const) {
+  stand.events.publishTo({ url: ingest, token: PUBLISHERS[source].token, source })
+}
 
 const { key, record } = await gateway.keyStore.create({
   brand: 'acme', mode: 'live', properties: '*', name: 'npm run demo', expiresAt: new Date(Date.now() + DEMO_KEY_LIFETIME_MS).toISOString(),
@@ -133,6 +147,13 @@ const tokenCall = `curl -s -u '${DEMO_CLIENT}:${DEMO_CLIENT_SECRET}' -d grant_ty
 say(tokenCall)
 say(`TOKEN=$(${tokenCall} | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`)
 say(`curl -s -H "Authorization: Bearer $TOKEN" -H 'User-Agent: demo-client/1.0' '${base}/v1/properties?perPage=3'`)
+say()
+say('Events: a change becomes an event a partner reads. Change a hotel in the stand-in PMS (it publishes com.example.pms.hotel.changed to the gateway), then read the events:')
+say(`curl -s -X PATCH -H 'Content-Type: application/json' -d '{"display_name":"Acme Demo Renamed"}' '${pms.url}/__mock/hotels/${someId}'`)
+say(`curl -s ${auth} '${base}/v1/events?type=property.updated'`)
+say('A guest created through the API is an event too (guest.created, from the stand-in service):')
+say(`curl -s ${auth} -H 'Content-Type: application/json' -d '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}' '${base}/v1/guests'`)
+say(`curl -s ${auth} '${base}/v1/events?type=guest.created'`)
 say()
 say('Ctrl-C stops it.')
 

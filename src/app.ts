@@ -36,6 +36,8 @@ import { notFoundHandler, routingStage } from './pipeline/routing.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
 import type { IdempotencyRecords } from './idempotency/records.js'
+import type { EventLog } from './events/log.js'
+import { eventRoutes } from './events/routes.js'
 import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
 import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
@@ -67,6 +69,8 @@ export interface AppDependencies {
   usage?: UsageRecorder
   /** Behind GET /v1/credential; without it the route is not served. */
   credentials?: CredentialService
+  /** The event log; without it there are no /v1/events routes. */
+  events?: EventLog
 }
 
 function noop(): void {}
@@ -244,6 +248,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(healthRoutes)
   await app.register(propertyRoutes(deps.properties))
   if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
+  if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // An answer that never finished (cut short, or its partner gone while the call ran on):

@@ -6,6 +6,10 @@ import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import { HealthState } from './health.js'
 import { IdempotencyRecords, MemoryRecordStore, RedisRecordStore } from './idempotency/records.js'
+import { ingestRoutes, INGEST_PATH } from './events/ingest.js'
+import { EventLog } from './events/log.js'
+import { MemoryEventStore, RedisEventStore, type EventStore } from './events/store.js'
+import { EventTypes } from './events/types.js'
 import { KeyAuthenticator } from './keys/authenticator.js'
 import { Credentials } from './keys/credentials.js'
 import { TokenAuthenticator } from './oauth/tokens.js'
@@ -39,6 +43,8 @@ export interface GatewayOptions {
   keyStore?: KeyStore
   /** Sees every quota lease (the failover scenario accounts for each key's quota with it). */
   onLease?: (keyId: string, granted: number) => void
+  /** The event log's clock (tests of the retention move it). */
+  eventsClock?: () => number
 }
 
 export interface Gateway {
@@ -63,6 +69,8 @@ export interface Gateway {
   usage: UsageRecorder
   /** Behind GET /v1/credential and the admin port's credentials API. */
   credentials: CredentialService
+  /** The event log: what publishers send to the admin port's POST /events, read at /v1/events. */
+  events: EventLog
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -75,6 +83,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let recordStore: RedisRecordStore | MemoryRecordStore = new MemoryRecordStore()
   let usageStore: UsageStore = new MemoryUsageStore()
   let auditStore: AuditStore = new MemoryAuditStore()
+  let eventStore: EventStore = new MemoryEventStore()
   if (keyStore === undefined) {
     const target = redisTarget(config)
     const client = createRedis({ ...target, name: 'gateway', logger })
@@ -87,6 +96,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     recordStore = new RedisRecordStore(client)
     usageStore = new RedisUsageStore(client, config.redisPrefix)
     auditStore = new RedisAuditStore(client, config.redisPrefix)
+    eventStore = new RedisEventStore(client, config.redisPrefix)
   }
   const usage = new UsageRecorder(usageStore, { flushMs: config.usage.flushSeconds * 1000, retentionMs: config.usage.retentionDays * 86_400_000, logger })
   usage.start()
@@ -141,10 +151,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       options.onLease?.(keyId, granted)
     },
   })
+  const events = new EventLog(eventStore, new EventTypes(config.events.types), {
+    retentionDays: config.events.retentionDays, cachedEvents: config.events.cachedEvents, ...(options.eventsClock === undefined ? {} : { now: options.eventsClock }),
+  })
   const app = await buildApp({
     config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
     proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason), onIdempotency: (route, outcome) => metrics.idempotency(route, outcome) },
     idempotency, usage, credentials,
+    events,
     ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
@@ -154,6 +168,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }, {
     token: config.adminToken,
     docsUrl: config.docsUrl,
+    ownAuthPaths: [INGEST_PATH],
     extensions: [
       { paths: ADMIN_OPENAPI_PATH, routes: async (server) => { server.get(ADMIN_OPENAPI_PATH, async () => adminOpenApiDocument()) } },
       // Only with a token: the credentials API must never be open (docs/operations.md, "The credentials API").
@@ -167,6 +182,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       }]),
     ],
   })
+  // Internal services publish here, with tokens of their own (docs/operations.md, "Events").
+  await admin.register(ingestRoutes({
+    log: events, publishers: config.eventPublishers, brands: config.brands, docsUrl: config.docsUrl, logger, metrics, ...(tracing === undefined ? {} : { tracing }),
+  }))
   const store = keyStore
   app.addHook('onClose', async () => {
     // First, while Redis is still there: what was counted since the last flush (graceful shutdown loses nothing).
@@ -180,5 +199,5 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Last: every request's span has ended by now.
     await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events }
 }

@@ -27,6 +27,12 @@ for (const issuer of config.oauth.issuers) {
     logger.warn({ issuer: issuer.issuer, jwksUri: issuer.jwksUri }, 'the JWKS of a token issuer is fetched over plain http:; anyone on the path could swap its keys')
   }
 }
+for (const publisher of config.eventPublishers) {
+  // Not a start error: a publisher may be declared before its service is deployed.
+  if (publisher.token === undefined) {
+    logger.warn({ publisher: publisher.name, variable: publisher.tokenEnv }, `${publisher.tokenEnv} is unset: every event publisher '${publisher.name}' sends is refused 401`)
+  }
+}
 if (config.tracing !== undefined) {
   // The collector's host only: its URL or headers may hold a credential.
   const { url, protocol, sampler, ratio } = config.tracing

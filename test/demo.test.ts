@@ -100,6 +100,21 @@ describe('npm run demo', () => {
     })
   })
 
+  /** The demo's event lines, run in order: a hotel changed in the PMS, then the events read; a guest created, then the events read. */
+  async function eventLines(printed: string): Promise<void> {
+    const changed = await curl(printed, '/__mock/hotels/') as { hotel: { hotel_uuid: string; display_name: string }; published: { status: number } }
+    expect({ name: changed.hotel.display_name, status: changed.published.status }).toEqual({ name: 'Acme Demo Renamed', status: 202 })
+    const events = await curl(printed, 'type=property.updated') as { data: { type: string; propertyId: string; object: { path: string } }[] }
+    expect(events.data.map((e) => [e.type, e.propertyId, e.object.path])).toEqual([['property.updated', changed.hotel.hotel_uuid, `/v1/properties/${changed.hotel.hotel_uuid}`]])
+    const created = await curl(printed, "-d '{\"firstName\"") as { data: { id: string } }
+    const guests = await curl(printed, 'type=guest.created') as { data: { type: string; object: { id: string } }[] }
+    expect(guests.data.map((e) => [e.type, e.object.id])).toEqual([['guest.created', created.data.id]])
+  }
+
+  it('with Redis: prints curl lines that make a change and read the event it became', async () => {
+    await demo({ REDIS_URL, REDIS_PREFIX: prefix }, eventLines)
+  })
+
   it('without Redis: says so plainly and serves from an in-memory key store', async () => {
     await demo({ REDIS_URL: 'redis://127.0.0.1:1' }, async (printed) => {
       expect(printed).toContain('No Redis answers at redis://127.0.0.1:1: this demo keeps its key and rate limits in memory.')
@@ -110,6 +125,8 @@ describe('npm run demo', () => {
       expect(refused.errors[0]?.detail).toBe("Did you mean 'perPage'?")
       const { properties } = await tokenLines(printed)
       expect((properties as { data: { object: string }[] }).data.map((p) => p.object)).toEqual(['property', 'property', 'property'])
+      // Its event log is in memory too.
+      await eventLines(printed)
     })
   })
 })

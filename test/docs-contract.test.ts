@@ -7,7 +7,7 @@ import { loadConfig } from '../src/config.js'
 import { errorCatalog, type ErrorCode } from '../src/contract/errors.js'
 import { adminOpenApiDocument } from '../src/credentials/admin-openapi.js'
 import { exampleProblem, openApiDocument, type JsonObject } from '../src/docs/openapi.js'
-import { errorCodesOf, publicRoutes } from '../src/docs/responses.js'
+import { ADMIN_PORT_CODES, errorCodesOf, publicRoutes } from '../src/docs/responses.js'
 import { builtInRoutes } from '../src/routes/policy.js'
 import { checkAnswer, type CheckedAnswer } from './helpers/contract.js'
 import { DOCS_URL } from './helpers/config.js'
@@ -69,14 +69,17 @@ describe('the OpenAPI document', () => {
     }
   })
 
-  it('documents every code of the catalog on some operation, of the public API or of the admin port\'s credentials API', () => {
+  it('documents every code of the catalog on some operation, of the public API or of the admin port, and the admin port\'s on no public one', () => {
     const text = JSON.stringify(paths)
     const admin = JSON.stringify(adminOpenApiDocument().paths)
-    for (const code of Object.keys(errorCatalog)) {
-      if (!text.includes(`errors/${code.toLowerCase().replaceAll('_', '-')}.html`)) expect(admin, code).toContain(`\`${code}\``)
+    for (const code of Object.keys(errorCatalog) as ErrorCode[]) {
+      const link = `errors/${code.toLowerCase().replaceAll('_', '-')}.html`
+      if (ADMIN_PORT_CODES.has(code)) expect(text, code).not.toContain(link)
+      else expect(text, code).toContain(link)
     }
-    // The admin port's own codes are no public operation's.
-    for (const code of ['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND']) expect(text, code).not.toContain(code)
+    // The credentials API's codes are in its own document.
+    for (const code of ['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND']) expect(admin, code).toContain(`\`${code}\``)
+    expect([...ADMIN_PORT_CODES]).toEqual(['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND', 'INVALID_EVENT'])
   })
 
   it('documents both security schemes: the API key, and OAuth 2.0 client credentials with every scope described', () => {
@@ -89,9 +92,10 @@ describe('the OpenAPI document', () => {
           clientCredentials: {
             tokenUrl: 'http://127.0.0.1:4030/realms/partners/protocol/openid-connect/token',
             scopes: {
-              'guests:read': 'Read guests: GET /v1/guests, GET /v1/guests/{guestId}',
+              'events:read': 'Read events: GET /v1/events, GET /v1/events/{eventId}',
+              'guests:read': 'Read guests: GET /v1/guests, GET /v1/guests/{guestId}; events guest.created, guest.updated',
               'guests:write': 'Create, change and delete guests: POST /v1/guests, PATCH /v1/guests/{guestId}',
-              'properties:read': 'Read properties: GET /v1/properties, GET /v1/properties/{propertyId}',
+              'properties:read': 'Read properties: GET /v1/properties, GET /v1/properties/{propertyId}; events property.updated',
               'rooms:read': 'Read rooms: GET /v1/rooms',
             },
           },
@@ -104,6 +108,7 @@ describe('the OpenAPI document', () => {
     const expected: Record<string, string> = {
       'GET /v1/properties': 'properties:read', 'GET /v1/properties/{propertyId}': 'properties:read', 'GET /v1/guests': 'guests:read',
       'POST /v1/guests': 'guests:write', 'GET /v1/guests/{guestId}': 'guests:read', 'PATCH /v1/guests/{guestId}': 'guests:write', 'GET /v1/rooms': 'rooms:read',
+      'GET /v1/events': 'events:read', 'GET /v1/events/{eventId}': 'events:read',
     }
     const documented = Object.fromEntries(Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op])))
     expect(documented['GET /v1/health']?.security).toEqual([])
@@ -143,6 +148,34 @@ describe('the OpenAPI document', () => {
     expect(guest).toContainEqual(expect.objectContaining({ name: 'with', style: 'form', explode: false }))
     expect(paths['/v1/health']?.get?.security).toEqual([])
     expect(paths['/v1/properties']?.get?.security).toEqual([{ apiKey: ['properties:read'] }, { oauth2: ['properties:read'] }])
+  })
+
+  it('documents the event log: its filters, the public types each with its scope, and the event id\'s form', () => {
+    const list = paths['/v1/events']?.get as JsonObject
+    expect((list.parameters as JsonObject[]).filter((p) => p.in === 'query')).toEqual([
+      { name: 'page', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 1 } },
+      { name: 'perPage', in: 'query', required: false, description: 'Digits only.', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+      { name: 'type', in: 'query', required: false, schema: { type: 'string', enum: ['guest.created', 'guest.updated', 'property.updated'] } },
+      { name: 'propertyId', in: 'query', required: false, description: 'A UUID (any case).', schema: { type: 'string', pattern: expect.any(String) } },
+      { name: 'createdAfter', in: 'query', required: false, description: expect.stringContaining('RFC 3339'), schema: { type: 'string', format: 'date-time' } },
+      { name: 'createdBefore', in: 'query', required: false, description: expect.stringContaining('RFC 3339'), schema: { type: 'string', format: 'date-time' } },
+    ])
+    expect(Object.keys(list.responses as JsonObject)).toEqual(['200', '400', '401', '403', '404', '405', '406', '408', '413', '414', '429', '431', '500', '503'])
+    const event = (document.components as { schemas: Record<string, { properties: Record<string, JsonObject> }> }).schemas.Event
+    expect(event?.properties.type).toEqual({
+      type: 'string', enum: ['guest.created', 'guest.updated', 'property.updated'],
+      description: 'The public type, each with the scope a credential needs to see it: `guest.created` (`guests:read`), `guest.updated` (`guests:read`), `property.updated` (`properties:read`).',
+    })
+    const single = paths['/v1/events/{eventId}']?.get as JsonObject
+    expect(single.parameters).toContainEqual({ name: 'eventId', in: 'path', required: true, description: '`evt_` and 26 characters.', schema: { type: 'string', pattern: '^evt_[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$' } })
+    expect(((single.responses as Record<string, JsonObject>)['404']?.description)).toContain('EVENT_NOT_FOUND')
+    expect(((list.responses as Record<string, JsonObject>)['404']?.description)).not.toContain('EVENT_NOT_FOUND')
+  })
+
+  it('documents no event type filter where the config names no public type', () => {
+    const none = openApiDocument({ ...shipped, events: { types: [] } })
+    const list = (none.paths as Record<string, Record<string, JsonObject>>)['/v1/events']?.get as JsonObject
+    expect((list.parameters as JsonObject[]).filter((p) => p.in === 'query').map((p) => p.name)).toEqual(['page', 'perPage', 'propertyId', 'createdAfter', 'createdBefore'])
   })
 })
 

@@ -38,6 +38,7 @@ message KeyValue { string key = 1; AnyValue value = 2; }
 message InstrumentationScope { string name = 1; string version = 2; repeated KeyValue attributes = 3; }
 message Resource { repeated KeyValue attributes = 1; }
 message Status { string message = 2; int32 code = 3; }
+message Link { bytes trace_id = 1; bytes span_id = 2; string trace_state = 3; repeated KeyValue attributes = 4; }
 message Span {
   bytes trace_id = 1;
   bytes span_id = 2;
@@ -48,6 +49,7 @@ message Span {
   fixed64 start_time_unix_nano = 7;
   fixed64 end_time_unix_nano = 8;
   repeated KeyValue attributes = 9;
+  repeated Link links = 13;
   Status status = 15;
   fixed32 flags = 16;
 }
@@ -77,6 +79,8 @@ export interface ReceivedSpan {
   traceFlags: number
   resource: Record<string, AttributeValue>
   scope: { name: string; version: string | undefined }
+  /** The spans it links to (other traces it continues, such as the publishers' of ingested events). */
+  links: { traceId: string; spanId: string }[]
 }
 
 export interface ReceivedExport {
@@ -101,6 +105,7 @@ interface WireSpan {
   traceId?: string; spanId?: string; traceState?: string; parentSpanId?: string; name?: string; kind?: number
   startTimeUnixNano?: string | number; endTimeUnixNano?: string | number; attributes?: WireKeyValue[]
   status?: { message?: string; code?: number }; flags?: number
+  links?: { traceId?: string; spanId?: string }[]
 }
 interface WireRequest {
   resourceSpans?: { resource?: { attributes?: WireKeyValue[] }; scopeSpans?: { scope?: { name?: string; version?: string }; spans?: WireSpan[] }[] }[]
@@ -153,6 +158,7 @@ export function spansOf(request: WireRequest): ReceivedSpan[] {
           traceFlags: (span.flags ?? 0) & 0xff,
           resource,
           scope,
+          links: (span.links ?? []).map((link) => ({ traceId: hexId(link.traceId) ?? '', spanId: hexId(link.spanId) ?? '' })),
         })
       }
     }

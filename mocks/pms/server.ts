@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
 import { listen, stop } from '../listen.js'
+import { EventPublisher, targetFromEnv, type PublishTarget } from '../publisher.js'
 import { generateHotels, pmsOrder, type Hotel } from './data.js'
 
 // A stand-in for the internal PMS (its API and its failures), for development, the demo,
@@ -12,6 +13,16 @@ import { generateHotels, pmsOrder, type Hotel } from './data.js'
 //   GET    /__mock/requests  what the PMS received (path, X-Request-Id, traceparent, tracestate)
 //   DELETE /__mock/requests
 //   POST   /__mock/hotels    [records] added as given, broken ones included
+//   PATCH  /__mock/hotels/<hotel_uuid>   {"field": value, …} changes a hotel (its hotel_uuid
+//                            stays), sets its last_modified, and publishes what changed (below);
+//                            answers {"hotel", "published"}: the record and the publication
+//   GET    /__mock/events    what it published, with the gateway's answers
+//
+// Events (the PMS's own contract): on every change through PATCH it publishes
+// `com.example.pms.hotel.changed` with `data: {hotel_uuid, chain_code, changed: [fields],
+// revision}` to the ingest URL and token it is given (`publish`, or MOCK_PMS_EVENTS_URL and
+// MOCK_PMS_EVENTS_TOKEN, source MOCK_PMS_EVENTS_SOURCE, default `pms`; its sandbox is
+// `pms-sandbox`), at least once: a failed attempt is retried with the same id.
 //
 // Modes: latency (answer after latencyMs), html-5xx (status 502/503/504, text/html; with a
 // Retry-After when retryAfter is given),
@@ -43,7 +54,11 @@ export interface MockPmsOptions {
   scale?: number
   /** Added to every answer: the real PMS is never instant. */
   baseLatencyMs?: number
+  /** Where it publishes what changes; nowhere when unset. */
+  publish?: PublishTarget
 }
+
+export const HOTEL_CHANGED = 'com.example.pms.hotel.changed'
 
 const MAX_IDS = 100
 
@@ -51,10 +66,31 @@ export class MockPms {
   readonly hotels: Hotel[]
   private failure: Failure | undefined
   readonly received: ReceivedRequest[] = []
+  readonly events: EventPublisher
+  /** Each hotel's revision: how many times it changed, counting its creation as 1. */
+  private readonly revisions = new Map<string, number>()
   private server: Server | undefined
 
   constructor(private readonly options: MockPmsOptions) {
     this.hotels = generateHotels(options.seed ?? 1, options.scale ?? 1).sort(pmsOrder)
+    this.events = new EventPublisher(options.publish)
+  }
+
+  /**
+   * Changes a hotel's fields (never its hotel_uuid), sets its last_modified and publishes
+   * what changed; undefined for an unknown hotel.
+   */
+  async change(hotelId: string, fields: Record<string, unknown>): Promise<{ hotel: Hotel; published: unknown } | undefined> {
+    const hotel = this.hotels.find((h) => h.hotel_uuid === hotelId)
+    if (hotel === undefined) return undefined
+    const changed = Object.keys(fields).filter((name) => name !== 'hotel_uuid' && name !== 'last_modified')
+    for (const name of changed) hotel[name] = fields[name]
+    hotel.last_modified = new Date().toISOString()
+    this.hotels.sort(pmsOrder)
+    const revision = (this.revisions.get(hotelId) ?? 1) + 1
+    this.revisions.set(hotelId, revision)
+    const published = await this.events.publish(HOTEL_CHANGED, { hotel_uuid: hotelId, chain_code: hotel.chain_code, changed, revision })
+    return { hotel, published: published ?? null }
   }
 
   get url(): string {
@@ -177,6 +213,14 @@ export class MockPms {
       this.received.length = 0
       return json(res, 200, [])
     }
+    const changing = /^\/__mock\/hotels\/([^/]+)$/.exec(url.pathname)
+    if (changing !== null && req.method === 'PATCH') {
+      const fields = parseObject(body)
+      if (fields === undefined) return json(res, 400, { error: 'the body must be a JSON object of the fields to change' })
+      const result = await this.change(decodeURIComponent(changing[1] as string), fields)
+      return result === undefined ? json(res, 404, { error: 'no such hotel' }) : json(res, 200, result)
+    }
+    if (url.pathname === '/__mock/events' && req.method === 'GET') return json(res, 200, this.events.sent)
     if (url.pathname === '/__mock/hotels' && req.method === 'POST') {
       this.hotels.push(...(JSON.parse(body) as Hotel[]))
       this.hotels.sort(pmsOrder)
@@ -190,6 +234,15 @@ export class MockPms {
 function breakRecord(hotel: Hotel): Hotel {
   const { tz_name: _dropped, ...rest } = hotel
   return { ...rest, created_epoch_ms: String(hotel.created_epoch_ms) }
+}
+
+function parseObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value = JSON.parse(text) as unknown
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined
+  } catch {
+    return undefined
+  }
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -218,11 +271,14 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8')
 }
 
-// `npm run mock-pms`: MOCK_PMS_PORT (4010), MOCK_PMS_HOST (127.0.0.1), MOCK_PMS_TOKEN, MOCK_PMS_SEED.
+// `npm run mock-pms`: MOCK_PMS_PORT (4010), MOCK_PMS_HOST (127.0.0.1), MOCK_PMS_TOKEN, MOCK_PMS_SEED,
+// and where it publishes: MOCK_PMS_EVENTS_URL, MOCK_PMS_EVENTS_TOKEN, MOCK_PMS_EVENTS_SOURCE (pms).
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const port = Number(process.env.MOCK_PMS_PORT ?? 4010)
   const token = process.env.MOCK_PMS_TOKEN ?? 'dev-pms-token'
-  const pms = await new MockPms({ token, seed: Number(process.env.MOCK_PMS_SEED ?? 1) }).listen(port, process.env.MOCK_PMS_HOST ?? '127.0.0.1')
+  const publish = targetFromEnv(process.env, 'MOCK_PMS_EVENTS_', 'pms')
+  const pms = await new MockPms({ token, seed: Number(process.env.MOCK_PMS_SEED ?? 1), ...(publish === undefined ? {} : { publish }) })
+    .listen(port, process.env.MOCK_PMS_HOST ?? '127.0.0.1')
   console.log(`stand-in PMS on ${pms.url.replace('127.0.0.1', process.env.MOCK_PMS_HOST ?? '127.0.0.1')} (token from MOCK_PMS_TOKEN, ${pms.hotels.length} hotels)`)
   const stop = (): void => void pms.close().then(() => process.exit(0))
   process.on('SIGTERM', stop)

@@ -53,6 +53,11 @@ export const GUEST_COUNTS: Readonly<Record<string, number>> = { acme: 36, globex
 /** The PMS chain of each brand, for the properties of reservations. */
 const BRAND_CHAINS: Readonly<Record<string, string>> = { acme: 'ACME', globex: 'GLBX', initech: 'INIT' }
 
+/** The PMS chain code of a brand (what the service's events name), or undefined for a brand it does not know. */
+export function chainOf(brand: string): string | undefined {
+  return BRAND_CHAINS[brand]
+}
+
 const FIRST_NAMES = ['Zoë', 'José', 'Łukasz', 'Anaïs', '翔太', 'Søren', 'Ngozi', 'Siobhán', 'Олег', 'Mary-Jane', 'Άννα', 'Đức', 'Ælfric', 'محمد', 'Renée', 'Jürgen']
 const LAST_NAMES = ["O'Brien", 'Müller', 'García Márquez', '山田', 'Ørsted', 'van der Berg', 'Nguyễn', 'Kowalczyk', 'Smith 🏨', 'Øvergård-Ås', 'Ó Súilleabháin', 'D’Angelo', 'Петров', 'Çelik']
 const DOMAINS = ['example.com', 'example.org', 'mail.example.net', 'xn--bcher-kva.example']

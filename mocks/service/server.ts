@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
 import { gzipSync } from 'node:zlib'
 import { listen, stop } from '../listen.js'
-import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type Guest, type Room } from './data.js'
+import { EventPublisher, targetFromEnv, type PublishTarget } from '../publisher.js'
+import { chainOf, generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type Guest, type Room } from './data.js'
 
 // A stand-in for an internal service behind the gateway's declared routes ("bookings"): guests
 // per brand and the rooms of each PMS hotel. Like the real internal services it trusts its
@@ -22,6 +23,13 @@ import { generateGuests, guestOrder, messagesOf, reservationsOf, roomsOf, type G
 //                            {"<key>": {"created": n, "updated": n}}; it never deduplicates on the key
 //                            itself, so a test sees every call that reached it
 //   DELETE /__mock/guests    created and changed guests back to the seeded ones (and the writes)
+//   GET    /__mock/events    what it published, with the gateway's answers
+//
+// Events: a guest created (POST) or changed (PATCH) is published as
+// `com.example.bookings.guest.created` / `.guest.updated`, `data: {guest_id, chain_code}` (and
+// `changed: [fields]` for an update), before the service answers, to the ingest URL and token
+// it is given (`publish`, or MOCK_SERVICE_EVENTS_URL and MOCK_SERVICE_EVENTS_TOKEN, source
+// MOCK_SERVICE_EVENTS_SOURCE, default `bookings`; its sandbox is `bookings-sandbox`).
 //
 // Modes: latency (answer normally after latencyMs), html-5xx (status 502/503/504, text/html),
 // json-500 (an internal error in JSON), throttle (429 with Retry-After), reset (socket destroyed
@@ -98,7 +106,12 @@ export interface MockServiceOptions {
   baseLatencyMs?: number
   /** Most requests kept in `received` (the oldest are dropped), so a benchmark does not grow it without end; default 10,000. */
   logLimit?: number
+  /** Where it publishes the guests it creates and changes; nowhere when unset. */
+  publish?: PublishTarget
 }
+
+export const GUEST_CREATED = 'com.example.bookings.guest.created'
+export const GUEST_UPDATED = 'com.example.bookings.guest.updated'
 
 export interface FieldError {
   field: string
@@ -172,10 +185,12 @@ export class MockService {
   /** Ids of created guests: they have no messages or reservations. */
   private readonly created = new Set<string>()
   private server: Server | undefined
+  readonly events: EventPublisher
 
   constructor(private readonly options: MockServiceOptions) {
     this.seed = options.seed ?? 1
     this.tokenHeader = (options.tokenHeader ?? 'x-service-token').toLowerCase()
+    this.events = new EventPublisher(options.publish)
   }
 
   get url(): string {
@@ -281,13 +296,20 @@ export class MockService {
     problem(res, 'ROUTE_NOT_FOUND', `No endpoint at ${url.pathname}.`, instance, requestId)
   }
 
-  private withBrand(req: IncomingMessage, res: ServerResponse, instance: string, requestId: string | undefined, answer: (brand: string) => void): void {
+  private async withBrand(req: IncomingMessage, res: ServerResponse, instance: string, requestId: string | undefined, answer: (brand: string) => void | Promise<void>): Promise<void> {
     const brand = header(req, 'x-service-brand')
     if (brand === undefined || brand === '') {
       return problem(res, 'MISSING_REQUIRED_HEADER', 'The X-Service-Brand header is missing.', instance, requestId,
         [{ field: 'X-Service-Brand', code: 'REQUIRED', detail: 'The caller must name the brand.' }])
     }
-    answer(brand)
+    await answer(brand)
+  }
+
+  /** Publishes a change of a guest of `brand`, when it is told where to and the brand has a chain. */
+  private async published(type: string, brand: string, guestId: string, changed?: string[]): Promise<void> {
+    const chain = chainOf(brand)
+    if (chain === undefined) return
+    await this.events.publish(type, { guest_id: guestId, chain_code: chain, ...(changed === undefined ? {} : { changed }) })
   }
 
   private list(res: ServerResponse, params: URLSearchParams, brand: string, instance: string, requestId: string | undefined): void {
@@ -298,7 +320,7 @@ export class MockService {
     envelope(res, 200, page(matching, paging), requestId, { ...paging, total: matching.length })
   }
 
-  private create(req: IncomingMessage, res: ServerResponse, body: string, brand: string, instance: string, requestId: string | undefined): void {
+  private async create(req: IncomingMessage, res: ServerResponse, body: string, brand: string, instance: string, requestId: string | undefined): Promise<void> {
     const parsed = parseJson(body)
     if (parsed === undefined) return problem(res, 'MALFORMED_JSON', 'The request body is not valid JSON.', instance, requestId)
     const errors = validateGuest(parsed.value, false)
@@ -320,6 +342,7 @@ export class MockService {
     guests.sort(guestOrder)
     this.created.add(guest.id)
     this.wrote(req, 'created')
+    await this.published(GUEST_CREATED, brand, guest.id)
     envelope(res, 201, guest, requestId, undefined, { location: `${LIST_PATH}/${guest.id}` })
   }
 
@@ -340,7 +363,7 @@ export class MockService {
     envelope(res, 200, data, requestId)
   }
 
-  private update(req: IncomingMessage, res: ServerResponse, id: string, body: string, brand: string, instance: string, requestId: string | undefined): void {
+  private async update(req: IncomingMessage, res: ServerResponse, id: string, body: string, brand: string, instance: string, requestId: string | undefined): Promise<void> {
     const guest = this.guestsOf(brand).find((g) => g.id === id)
     if (guest === undefined) return problem(res, 'GUEST_NOT_FOUND', `No guest with id '${id}' exists for this brand.`, instance, requestId)
     const parsed = parseJson(body)
@@ -354,6 +377,7 @@ export class MockService {
         if (field in fields) (guest as unknown as Record<string, unknown>)[field] = fields[field]
       }
       guest.updatedAt = new Date().toISOString()
+      await this.published(GUEST_UPDATED, brand, guest.id, GUEST_FIELDS.filter((field) => field in fields))
     }
     this.wrote(req, 'updated')
     envelope(res, 200, guest, requestId)
@@ -493,6 +517,7 @@ export class MockService {
       return control(res, 200, [])
     }
     if (url.pathname === '/__mock/writes' && req.method === 'GET') return control(res, 200, Object.fromEntries(this.writes))
+    if (url.pathname === '/__mock/events' && req.method === 'GET') return control(res, 200, this.events.sent)
     if (url.pathname === '/__mock/guests' && req.method === 'DELETE') {
       this.resetGuests()
       return control(res, 200, { reset: true })
@@ -696,12 +721,14 @@ async function readBody(req: IncomingMessage): Promise<string | null> {
 }
 
 // `npm run mock-service`: MOCK_SERVICE_PORT (4020), MOCK_SERVICE_HOST (127.0.0.1),
-// MOCK_SERVICE_TOKEN (dev-service-token), MOCK_SERVICE_SEED (1).
+// MOCK_SERVICE_TOKEN (dev-service-token), MOCK_SERVICE_SEED (1), and where it publishes:
+// MOCK_SERVICE_EVENTS_URL, MOCK_SERVICE_EVENTS_TOKEN, MOCK_SERVICE_EVENTS_SOURCE (bookings).
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const port = Number(process.env.MOCK_SERVICE_PORT ?? 4020)
   const host = process.env.MOCK_SERVICE_HOST ?? '127.0.0.1'
   const token = process.env.MOCK_SERVICE_TOKEN ?? 'dev-service-token'
-  const service = await new MockService({ token, seed: Number(process.env.MOCK_SERVICE_SEED ?? 1) }).listen(port, host)
+  const publish = targetFromEnv(process.env, 'MOCK_SERVICE_EVENTS_', 'bookings')
+  const service = await new MockService({ token, seed: Number(process.env.MOCK_SERVICE_SEED ?? 1), ...(publish === undefined ? {} : { publish }) }).listen(port, host)
   console.log(`stand-in service on ${service.url.replace('127.0.0.1', host)} (token from MOCK_SERVICE_TOKEN in X-Service-Token)`)
   const stop = (): void => void service.close().then(() => process.exit(0))
   process.on('SIGTERM', stop)

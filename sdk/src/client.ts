@@ -13,6 +13,7 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 export const USER_AGENT = `partner-gateway-sdk/${version} node/${process.versions.node}`
 
 export type Property = components['schemas']['Property']
+export type Event = components['schemas']['Event']
 export type Meta = components['schemas']['Meta']
 export type CollectionMeta = components['schemas']['CollectionMeta']
 export type Pagination = components['schemas']['Pagination']
@@ -25,6 +26,7 @@ type OkBodyOf<O> = O extends { responses: infer R }
   : never
 
 export type ListPropertiesQuery = QueryOf<operations['listProperties']>
+export type ListEventsQuery = QueryOf<operations['listEvents']>
 export type ListGuestsQuery = QueryOf<operations['listGuests']>
 export type GetGuestQuery = QueryOf<operations['getGuestsByGuestId']>
 export type ListRoomsQuery = QueryOf<operations['listRooms']>
@@ -199,6 +201,18 @@ export class PartnerClient {
     /** Every property of every page (100 a page unless `perPage` says otherwise), until `total`. */
     listAll: (query: ListPropertiesQuery = {}, options?: CallOptions): AsyncGenerator<Property, void, undefined> =>
       allItems(query.page ?? 1, (page) => this.properties.list({ perPage: 100, ...query, page }, options)),
+  }
+
+  readonly events = {
+    /** `GET /v1/events`: one page of the events the credential sees, oldest first. */
+    list: (query: ListEventsQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listEvents']>>> =>
+      this.send('GET', '/v1/events', (a) => this.api.GET('/v1/events', { params: { query, header: this.ua }, ...a }), options),
+    /** `GET /v1/events/{eventId}`: one event the credential sees. */
+    get: (eventId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getEvent']>>> =>
+      this.send('GET', '/v1/events/{eventId}', (a) => this.api.GET('/v1/events/{eventId}', { params: { path: { eventId }, header: this.ua }, ...a }), options),
+    /** Every event of every page (100 a page unless `perPage` says otherwise), until `total`: to catch up from `createdAfter`. */
+    listAll: (query: ListEventsQuery = {}, options?: CallOptions): AsyncGenerator<Event, void, undefined> =>
+      allItems(query.page ?? 1, (page) => this.events.list({ perPage: 100, ...query, page }, options)),
   }
 
   readonly guests = {

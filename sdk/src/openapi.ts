@@ -99,6 +99,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List events
+         * @description The events your credential sees, oldest first: of its mode and brand, about no property or one it may use, of the types it has the scope of. Events are thin: each names what changed; read it at `object.path`. Catch up by asking for `createdAfter` the last `createdAt` you processed and paging on; events may come twice and out of order, so process each `id` once. A page past the end is an empty `data` with the true `total`.
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         *
+         *     Needs the scope `events:read`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/{eventId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an event
+         * @description One event your credential sees; an event it may not see is answered as one that does not exist (404 `EVENT_NOT_FOUND`).
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         *
+         *     Needs the scope `events:read`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/guests": {
         parameters: {
             query?: never;
@@ -272,6 +324,42 @@ export interface components {
         };
         PropertyListResponse: {
             data: components["schemas"]["Property"][];
+            meta: components["schemas"]["CollectionMeta"];
+        };
+        /** @description A thin event: what changed, never the changed data; read the resource at `object.path`. Ignore fields you do not know: more may come. */
+        Event: {
+            /** @description Unique; ids sort as the events' times do. */
+            id: string;
+            /**
+             * @description The public type, each with the scope a credential needs to see it: `guest.created` (`guests:read`), `guest.updated` (`guests:read`), `property.updated` (`properties:read`).
+             * @enum {string}
+             */
+            type: "guest.created" | "guest.updated" | "property.updated";
+            /** @description When the API accepted the event: UTC, with milliseconds. */
+            createdAt: string;
+            /**
+             * @description Live events are read with live credentials, test events with test credentials.
+             * @enum {string}
+             */
+            mode: "live" | "test";
+            /** @description The property it concerns, or null. */
+            propertyId: string | null;
+            /** @description The changed resource. */
+            object: {
+                /** @description What changed, e.g. `property`. */
+                type: string;
+                /** @description Its id. */
+                id: string;
+                /** @description The path to read it with, under your credential's checks. */
+                path: string;
+            };
+        };
+        EventResponse: {
+            data: components["schemas"]["Event"];
+            meta: components["schemas"]["Meta"];
+        };
+        EventListResponse: {
+            data: components["schemas"]["Event"][];
             meta: components["schemas"]["CollectionMeta"];
         };
         /** @description The service's own answer, passed on unchanged: an envelope of `data` and `meta` */
@@ -1606,6 +1694,852 @@ export interface operations {
                         status?: 404;
                         /** @enum {unknown} */
                         code?: "ROUTE_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Digits only. */
+                page?: number;
+                /** @description Digits only. */
+                perPage?: number;
+                type?: "guest.created" | "guest.updated" | "property.updated";
+                /** @description A UUID (any case). */
+                propertyId?: string;
+                /** @description An RFC 3339 date-time with an offset, such as `2026-11-26T12:00:00Z`; send the `+` of an offset as `%2B`. */
+                createdAfter?: string;
+                /** @description An RFC 3339 date-time with an offset, such as `2026-11-26T12:00:00Z`; send the `+` of an offset as `%2B`. */
+                createdBefore?: string;
+            };
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the events, oldest first, with the pagination. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventListResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_QUERY_PARAMETER`](errors/invalid-query-parameter.html): Invalid query parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_QUERY_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path: {
+                /** @description `evt_` and 26 characters. */
+                eventId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_PATH_PARAMETER`](errors/invalid-path-parameter.html): Invalid path parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_PATH_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /**
+             * @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found
+             *     - [`EVENT_NOT_FOUND`](errors/event-not-found.html): Event not found
+             */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND" | "EVENT_NOT_FOUND";
                     };
                 };
             };

@@ -1,9 +1,10 @@
 import { Webhook, WebhookVerificationError } from 'standardwebhooks'
+import type { components } from './openapi.js'
 
 export { WebhookVerificationError }
 
-/** An event as the API delivers it: a JSON object (its fields: the API reference). */
-export type WebhookEvent = { [field: string]: unknown }
+/** An event as the API delivers it: the `Event` of the API reference (partners ignore fields they do not know). */
+export type WebhookEvent = components['schemas']['Event']
 
 export type WebhookHeaders = Headers | Record<string, string | readonly string[] | undefined>
 

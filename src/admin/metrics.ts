@@ -9,6 +9,9 @@ import { CounterSeries, HistogramSeries } from './series.js'
 // (docs/operations.md, "Metrics"): add, never rename. Each gateway has its own registry, so
 // several can live in one process (tests) without sharing counters.
 
+/** What became of an event sent to the ingest endpoint. */
+export type IngestMetricOutcome = 'accepted' | 'duplicate' | 'dropped' | 'refused'
+
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, halfOpen: 1, open: 2 }
 
 // From 100 µs, so a cached answer's latency shows (prom-client's default buckets start at
@@ -36,6 +39,7 @@ export class Metrics {
   readonly shedRequests: Counter
   readonly traceSpansExported: Counter
   readonly traceSpansDropped: Counter<'reason'>
+  private readonly eventsIngested: Counter<'publisher' | 'type' | 'outcome'>
   private readonly breakers = new Map<string, () => BreakerState>()
   private redisUp: (() => boolean) | undefined
   private healthy: (() => boolean) | undefined
@@ -87,6 +91,11 @@ export class Metrics {
       help: 'POST and PATCH requests with an Idempotency-Key, by what their record did: stored (the answer kept), replayed, in_use (409), reused (422), released (not kept; a retry is forwarded again)',
       labelNames: ['route', 'outcome'], registers: [this.registry],
     })
+    this.eventsIngested = new Counter({
+      name: 'gateway_events_ingested_total',
+      help: 'Events publishers sent to POST /events, by publisher, internal type (`other` for one the config does not name) and outcome: accepted, duplicate (a copy, nothing stored), dropped (no public type maps it), refused (its request was refused)',
+      labelNames: ['publisher', 'type', 'outcome'], registers: [this.registry],
+    })
     // Read when scraped, from the same state /status and /v1/health report.
     const gauge = (name: string, help: string, read: () => (() => boolean) | undefined): void => {
       new Gauge({
@@ -110,6 +119,11 @@ export class Metrics {
       name: 'gateway_trace_spans_dropped_total', help: 'Spans lost: queue_full (the export queue was full) or export_failed (the collector refused them or could not be reached)',
       labelNames: ['reason'], registers: [this.registry],
     })
+  }
+
+  /** Events a publisher sent to the ingest endpoint (docs/operations.md, "Events"). */
+  eventIngested(publisher: string, type: string, outcome: IngestMetricOutcome, count = 1): void {
+    this.eventsIngested.inc({ publisher, type, outcome }, count)
   }
 
   idempotency(route: string, outcome: IdempotencyOutcome): void {

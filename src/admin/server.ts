@@ -24,11 +24,24 @@ export interface AdminOptions {
   docsUrl: string
   /** Routes of other parts on this listener (the credentials API), behind the same token; `paths` names them for the 404's detail. */
   extensions?: readonly AdminExtension[]
+  /**
+   * Paths whose routes check their callers' tokens themselves (the ingest of events, with
+   * publisher tokens: docs/operations.md, "Events"): the admin token is neither asked for nor
+   * taken there.
+   */
+  ownAuthPaths?: readonly string[]
 }
 
 export interface AdminExtension {
   paths: string
   routes: (admin: FastifyInstance) => Promise<void>
+}
+
+/** Sends `error` as problem+json from the admin listener (its common headers are set by its first hook). */
+export function sendAdminProblem(request: FastifyRequest, reply: FastifyReply, error: ApiError, docsUrl: string): FastifyReply {
+  if (error.headers !== undefined) reply.headers(error.headers)
+  if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter))
+  return reply.code(error.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(error, docsUrl, pathOf(request.url), request.id))
 }
 
 // Digests of equal length, so the comparison takes the same time whatever was sent.
@@ -38,10 +51,7 @@ function digest(value: string): Buffer {
 
 export async function buildAdmin(metrics: Metrics, sources: StatusSources, options: AdminOptions): Promise<FastifyInstance> {
   const admin = Fastify({ logger: false, genReqId: generateRequestId })
-  const problem = (request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply => {
-    if (error.headers !== undefined) reply.headers(error.headers)
-    return reply.code(error.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(error, options.docsUrl, pathOf(request.url), request.id))
-  }
+  const problem = (request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply => sendAdminProblem(request, reply, error, options.docsUrl)
   admin.addHook('onRequest', async (_request, reply) => {
     reply.headers(COMMON_HEADERS)
     reply.header(HEADER_REQUEST_ID, reply.request.id)
@@ -49,15 +59,16 @@ export async function buildAdmin(metrics: Metrics, sources: StatusSources, optio
   const token = options.token
   if (token !== undefined) {
     const expected = digest(`Bearer ${token}`)
+    const ownAuth = new Set(options.ownAuthPaths)
     admin.addHook('onRequest', async (request, reply) => {
-      if (request.url === LIVENESS_PATH) return
+      if (request.url === LIVENESS_PATH || ownAuth.has(pathOf(request.url))) return
       const presented = request.headers.authorization
       if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return
       const code = presented === undefined ? 'MISSING_AUTH_HEADER' : 'INVALID_AUTH_HEADER'
       return problem(request, reply, new ApiError(code, TOKEN_DETAIL, { headers: { 'www-authenticate': ADMIN_CHALLENGE } }))
     })
   }
-  const served = ['/metrics', '/status', ...(options.extensions ?? []).map((e) => e.paths)]
+  const served = ['/metrics', '/status', ...(options.ownAuthPaths ?? []), ...(options.extensions ?? []).map((e) => e.paths)]
   admin.setNotFoundHandler((request, reply) => problem(request, reply,
     new ApiError('ROUTE_NOT_FOUND', `There is no admin route at ${pathOf(request.url)}; the admin port serves ${served.join(', ')} and ${LIVENESS_PATH}.`)))
   admin.setErrorHandler((_error, request, reply) => problem(request, reply, new ApiError('INTERNAL_ERROR', 'An unexpected error occurred.')))

@@ -51,7 +51,10 @@ export function envelopeJson(data: string, requestId: string, pagination?: Pagin
   return `{"data":${data},"meta":${metaText}}`
 }
 
-/** A success envelope of the public API around `data` (JSON text), sent from a route of the gateway's own. */
-export function sendData(request: FastifyRequest, reply: FastifyReply, data: string): FastifyReply {
-  return send(request, reply, data)
+/**
+ * A success envelope of the public API around `data`, JSON text made elsewhere and kept as
+ * served (the credential of GET /v1/credential, an event of the log, or a page of them: `[…]`).
+ */
+export function sendJsonData(request: FastifyRequest, reply: FastifyReply, data: string, pagination?: Pagination): FastifyReply {
+  return send(request, reply, data, pagination)
 }

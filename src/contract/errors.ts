@@ -46,6 +46,11 @@ export const errorCatalog = {
     status: 400, title: 'Unexpected request body',
     tip: 'GET, HEAD and DELETE requests take no body; send parameters in the query string.',
   },
+  // Answered to internal publishers on the admin port, never on the public API (docs/operations.md, "Events").
+  INVALID_EVENT: {
+    status: 400, title: 'Invalid event',
+    tip: 'Fix the events listed in `errors` (`[i].field`: the event at index i of the batch) and send the whole request again; none of its events was accepted.',
+  },
   MALFORMED_JSON: {
     status: 400, title: 'Malformed JSON',
     tip: 'Check the body with a JSON validator; it must be one UTF-8 JSON document.',
@@ -113,6 +118,10 @@ export const errorCatalog = {
   PROPERTY_NOT_FOUND: {
     status: 404, title: 'Property not found',
     tip: 'Use an id returned by GET /v1/properties for this brand.',
+  },
+  EVENT_NOT_FOUND: {
+    status: 404, title: 'Event not found',
+    tip: 'Use an id returned by GET /v1/events with this credential; events are kept for a limited time (see the API reference) and each credential sees only the events of its mode, brand, properties and scopes.',
   },
   METHOD_NOT_ALLOWED: {
     status: 405, title: 'Method not allowed',

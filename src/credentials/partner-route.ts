@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { PartnerCredential } from '../contract/credential.js'
-import { sendData } from '../contract/envelope.js'
+import { sendJsonData } from '../contract/envelope.js'
 import { ApiError, unauthorized } from '../contract/errors.js'
 import type { Principal } from '../keys/principal.js'
 import { builtInRoutes, routerPath } from '../routes/policy.js'
@@ -44,7 +44,7 @@ export function credentialRoute(service: CredentialService) {
         previousSecretExpiresAt: view.previousSecretExpiresAt,
         lastUsedAt: view.lastUsedAt,
       }
-      return sendData(request, reply, JSON.stringify(data))
+      return sendJsonData(request, reply, JSON.stringify(data))
     })
   }
 }

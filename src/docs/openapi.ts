@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { BrandConfig, IssuerConfig } from '../config.js'
+import type { BrandConfig, EventTypeConfig, IssuerConfig } from '../config.js'
 import { errorCatalog, fieldErrorCodes, kebabCode, type ErrorCode } from '../contract/errors.js'
 import { problemJsonSchema, type ProblemDetails } from '../contract/problem.js'
 import { partnerCredentialSchema } from '../contract/credential.js'
@@ -7,8 +7,8 @@ import { propertySchema, UTC_MILLIS } from '../contract/property.js'
 import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
-import { PLAIN_STRING } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, idempotencyOf, knownScopes, scopeOf, type IdempotencyRule, type Method, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { ulidPattern } from '../pipeline/parameters.js'
+import { BODY_METHODS, builtInRoutes, EVENT_ID_PREFIX, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -27,6 +27,20 @@ export interface DocumentSource {
   routes: readonly RoutePolicy[]
   /** The token issuers; the first one's `tokenUrl` is the client-credentials flow's. */
   oauth?: { readonly issuers: readonly Pick<IssuerConfig, 'tokenUrl'>[] }
+  /** The public event types of the config file, each with its scope. */
+  events?: { readonly types: readonly Pick<EventTypeConfig, 'type' | 'scope'>[] }
+}
+
+/** The public event types of a source and the scope of each, sorted by type. */
+export function eventTypesOf(source: DocumentSource): { type: string; scope: string }[] {
+  const scopes = new Map<string, string>()
+  for (const entry of source.events?.types ?? []) scopes.set(entry.type, entry.scope)
+  return [...scopes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([type, scope]) => ({ type, scope }))
+}
+
+/** The public routes of a source: the built-in ones (events filtered by its types), then its declared ones. */
+function routesOf(source: DocumentSource): RoutePolicy[] {
+  return publicRoutes(source.routes, eventTypesOf(source).map((t) => t.type))
 }
 
 const ref = (kind: string, name: string): JsonObject => ({ $ref: `#/components/${kind}/${name}` })
@@ -89,7 +103,7 @@ function problemSchema(): JsonObject {
 const ACTIONS: Record<string, string> = { read: 'Read', write: 'Create, change and delete' }
 
 /** Each scope the routes need, with what it opens: its action on its resource, and the operations. */
-export function scopeDescriptions(routes: readonly RoutePolicy[]): Record<string, string> {
+export function scopeDescriptions(routes: readonly RoutePolicy[], eventTypes: readonly { type: string; scope: string }[] = []): Record<string, string> {
   const operations = new Map<string, string[]>()
   for (const policy of publicRoutes(routes)) {
     for (const method of policy.methods) {
@@ -100,7 +114,8 @@ export function scopeDescriptions(routes: readonly RoutePolicy[]): Record<string
   return Object.fromEntries(knownScopes(routes).map((scope) => {
     const [resource = '', action = ''] = scope.split(':')
     const verb = ACTIONS[action] ?? `${action.charAt(0).toUpperCase()}${action.slice(1)}`
-    return [scope, `${verb} ${resource}: ${(operations.get(scope) ?? []).join(', ')}`]
+    const events = eventTypes.filter((t) => t.scope === scope).map((t) => t.type)
+    return [scope, `${verb} ${resource}: ${(operations.get(scope) ?? []).join(', ')}${events.length === 0 ? '' : `; events ${events.join(', ')}`}`]
   }))
 }
 
@@ -118,9 +133,34 @@ function securitySchemes(source: DocumentSource): JsonObject {
         type: 'oauth2',
         description: 'An OAuth 2.0 access token from the identity provider (client-credentials grant), sent as `Authorization: Bearer <token>`. '
           + 'Your client must be registered for this API; the token\'s scopes, within those of your registration, decide what it may do.',
-        flows: { clientCredentials: { tokenUrl, scopes: scopeDescriptions(source.routes) } },
+        flows: { clientCredentials: { tokenUrl, scopes: scopeDescriptions(source.routes, eventTypesOf(source)) } },
       },
     }),
+  }
+}
+
+/** A thin event (docs/partners.md, "Events"): what changed, never the changed data. */
+function eventSchema(types: readonly { type: string; scope: string }[]): JsonObject {
+  const string = (description: string, extra: JsonObject = {}): JsonObject => ({ type: 'string', description, ...extra })
+  return {
+    type: 'object', additionalProperties: false, required: ['id', 'type', 'createdAt', 'mode', 'propertyId', 'object'],
+    description: 'A thin event: what changed, never the changed data; read the resource at `object.path`. Ignore fields you do not know: more may come.',
+    properties: {
+      id: string('Unique; ids sort as the events\' times do.', { pattern: ulidPattern(EVENT_ID_PREFIX).source }),
+      type: string(`The public type, each with the scope a credential needs to see it: ${types.map((t) => `\`${t.type}\` (\`${t.scope}\`)`).join(', ') || 'none configured'}.`,
+        types.length === 0 ? {} : { enum: types.map((t) => t.type) }),
+      createdAt: string('When the API accepted the event: UTC, with milliseconds.', { pattern: UTC_MILLIS.source }),
+      mode: { type: 'string', enum: ['live', 'test'], description: 'Live events are read with live credentials, test events with test credentials.' },
+      propertyId: { type: ['string', 'null'], pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$', description: 'The property it concerns, or null.' },
+      object: {
+        type: 'object', additionalProperties: false, required: ['type', 'id', 'path'], description: 'The changed resource.',
+        properties: {
+          type: string('What changed, e.g. `property`.'),
+          id: string('Its id.'),
+          path: string('The path to read it with, under your credential\'s checks.', { pattern: '^/v1/' }),
+        },
+      },
+    },
   }
 }
 
@@ -154,6 +194,15 @@ function components(source: DocumentSource): JsonObject {
       PropertyListResponse: {
         type: 'object', additionalProperties: false, required: ['data', 'meta'],
         properties: { data: { type: 'array', items: schemaRef('Property') }, meta: schemaRef('CollectionMeta') },
+      },
+      Event: eventSchema(eventTypesOf(source)),
+      EventResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: schemaRef('Event'), meta: schemaRef('Meta') },
+      },
+      EventListResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: { type: 'array', items: schemaRef('Event') }, meta: schemaRef('CollectionMeta') },
       },
       ServiceResponse: {
         type: 'object',
@@ -253,13 +302,25 @@ function queryParameter(name: string, rule: QueryRule): JsonObject {
       }
     case 'boolean':
       return { ...base, schema: { type: 'boolean' } }
+    case 'uuid':
+      return { ...base, description: 'A UUID (any case).', schema: { type: 'string', pattern: UUID.source } }
+    case 'timestamp':
+      return {
+        ...base, description: 'An RFC 3339 date-time with an offset, such as `2026-11-26T12:00:00Z`; send the `+` of an offset as `%2B`.',
+        schema: { type: 'string', format: 'date-time' },
+      }
   }
 }
 
-function pathParameter(name: string, type: 'uuid' | 'string'): JsonObject {
-  return type === 'uuid'
-    ? { name, in: 'path', required: true, description: 'A UUID (any case).', schema: { type: 'string', pattern: UUID.source } }
-    : { name, in: 'path', required: true, description: '1 to 128 characters of A-Z a-z 0-9 . _ ~ -', schema: { type: 'string', pattern: PLAIN_STRING.source } }
+function pathParameter(name: string, rule: PathParamRule): JsonObject {
+  switch (rule.type) {
+    case 'uuid':
+      return { name, in: 'path', required: true, description: 'A UUID (any case).', schema: { type: 'string', pattern: UUID.source } }
+    case 'string':
+      return { name, in: 'path', required: true, description: '1 to 128 characters of A-Z a-z 0-9 . _ ~ -', schema: { type: 'string', pattern: PLAIN_STRING.source } }
+    case 'ulid':
+      return { name, in: 'path', required: true, description: `\`${rule.prefix}\` and 26 characters.`, schema: { type: 'string', pattern: ulidPattern(rule.prefix).source } }
+  }
 }
 
 /** An example problem body of `code`, as the gateway writes it. */
@@ -344,6 +405,10 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
       return [['200', { description: 'One page of the properties, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('PropertyListResponse')) }]]
     case 'credential':
       return [['200', { description: 'The credential this request was made with.', headers: headersOf(policy, 200), content: json(schemaRef('CredentialResponse')) }]]
+    case 'event':
+      return [['200', { description: 'The event.', headers: headersOf(policy, 200), content: json(schemaRef('EventResponse')) }]]
+    case 'events':
+      return [['200', { description: 'One page of the events, oldest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('EventListResponse')) }]]
     case 'service': {
       const main: JsonObject = success.status === 204
         ? { description: 'Done; no body.', headers: headersOf(policy, 204) }
@@ -385,6 +450,8 @@ function summaryOf(policy: RoutePolicy, method: Method): string {
   if (success.kind === 'property') return 'Get a property'
   if (success.kind === 'properties') return 'List properties'
   if (success.kind === 'credential') return 'The credential in use'
+  if (success.kind === 'event') return 'Get an event'
+  if (success.kind === 'events') return 'List events'
   return `${method} ${policy.path}`
 }
 
@@ -398,6 +465,12 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
     parts.push('The API key or access token\'s client this request was made with: its id, name, brand, mode, scopes, properties, quota, expiry, the addresses it may be used from, '
       + 'when a rolled key\'s previous secret stops working, and when it was last used (to the minute). Never a secret. Any valid credential may call it: no scope is needed.')
   }
+  if (success.kind === 'events') {
+    parts.push('The events your credential sees, oldest first: of its mode and brand, about no property or one it may use, of the types it has the scope of.'
+      + ' Events are thin: each names what changed; read it at `object.path`. Catch up by asking for `createdAfter` the last `createdAt` you processed and paging on;'
+      + ' events may come twice and out of order, so process each `id` once. A page past the end is an empty `data` with the true `total`.')
+  }
+  if (success.kind === 'event') parts.push('One event your credential sees; an event it may not see is answered as one that does not exist (404 `EVENT_NOT_FOUND`).')
   if (policy.kind === 'proxy') parts.push('Forwarded to the service behind this route after the checks below; its answer is passed on.')
   if (policy.scope === 'brand') parts.push('Brand-wide: the host name selects the brand; no `Service-Property-Id`.')
   if (policy.scope === 'property') parts.push('Property-scoped: `Service-Property-Id` names the property.')
@@ -424,7 +497,7 @@ function securityOf(policy: RoutePolicy, method: Method, source: DocumentSource)
 function operation(policy: RoutePolicy, method: Method, source: DocumentSource): JsonObject {
   const { docsUrl } = source
   const parameters: Json[] = []
-  for (const [name, rule] of Object.entries(policy.pathParams)) parameters.push(pathParameter(name, rule.type))
+  for (const [name, rule] of Object.entries(policy.pathParams)) parameters.push(pathParameter(name, rule))
   for (const [name, rule] of Object.entries(policy.query)) parameters.push(queryParameter(name, rule))
   if (policy.auth) parameters.push(ref('parameters', 'UserAgent'))
   if (policy.scope === 'property') parameters.push(ref('parameters', 'ServicePropertyId'))
@@ -479,12 +552,12 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
 
 export function openApiDocument(source: DocumentSource): JsonObject {
   const paths: JsonObject = {}
-  for (const policy of publicRoutes(source.routes)) {
+  for (const policy of routesOf(source)) {
     const item: JsonObject = {}
     for (const method of policy.methods) item[method.toLowerCase()] = operation(policy, method, source)
     paths[policy.path] = item
   }
-  const tags = [...new Set(publicRoutes(source.routes).map(tagOf))].map((name) => ({ name }))
+  const tags = [...new Set(routesOf(source).map(tagOf))].map((name) => ({ name }))
   return {
     openapi: '3.1.1',
     info: {

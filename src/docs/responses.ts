@@ -1,5 +1,5 @@
 import { errorCatalog, type ErrorCode } from '../contract/errors.js'
-import { BODY_METHODS, builtInRoutes, idempotencyOf, scopeOf, type Method, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, scopeOf, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
 // (docs/architecture.md, "Order of checks"). The OpenAPI document, the error pages and the
@@ -16,8 +16,14 @@ const takesKey: Condition = (p) => p.auth
 const takesBody: Condition = (p, m) => p.body !== 'none' && BODY_METHODS.has(m)
 const isGetProperty = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getProperty.path
 const isGetCredential = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getCredential.path
-/** Codes only the admin port's credentials API answers (docs/operations.md, "The credentials API"). */
-const adminPortOnly: Condition = () => false
+const isGetEvent = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getEvent.path
+
+/**
+ * Codes answered on the admin port only, never by a public route: to publishers of events, and
+ * by the credentials API (the gateway's own JSON bodies there; docs/operations.md, "The
+ * credentials API").
+ */
+export const ADMIN_PORT_CODES: ReadonlySet<ErrorCode> = new Set(['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND', 'INVALID_EVENT'])
 
 const conditional: Partial<Record<ErrorCode, Condition>> = {
   // 3. headers and body framing (routes with a key only). MISSING_REQUIRED_HEADER and
@@ -53,10 +59,9 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   TEST_MODE_UNAVAILABLE: (p) => p.auth && p.upstreams.length > 0,
   PROPERTY_ACCESS_DENIED: (p) => p.scope === 'property' || isGetProperty(p),
   PROPERTY_NOT_FOUND: (p) => p.scope === 'property' || isGetProperty(p),
-  // The gateway's own JSON bodies, on the admin port only so far.
-  UNKNOWN_BODY_FIELD: adminPortOnly,
-  VALIDATION_FAILED: adminPortOnly,
-  CREDENTIAL_NOT_FOUND: adminPortOnly,
+  // Events: an id the credential does not see.
+  EVENT_NOT_FOUND: isGetEvent,
+  ...Object.fromEntries([...ADMIN_PORT_CODES].map((code) => [code, () => false])),
 }
 
 /** Every code of the catalog that `method` on the route of `policy` can answer, in catalog order. */
@@ -85,6 +90,8 @@ export type Success =
   | { kind: 'property' }
   | { kind: 'properties' }
   | { kind: 'credential' }
+  | { kind: 'event' }
+  | { kind: 'events' }
   /** A declared route: the service's own JSON, passed on. */
   | { kind: 'service'; status: number }
 
@@ -93,12 +100,17 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
     if (policy.path === builtInRoutes.health.path) return { kind: 'health' }
     if (isGetProperty(policy)) return { kind: 'property' }
     if (isGetCredential(policy)) return { kind: 'credential' }
+    if (isGetEvent(policy)) return { kind: 'event' }
+    if (policy.path === builtInRoutes.listEvents.path) return { kind: 'events' }
     return { kind: 'properties' }
   }
   return { kind: 'service', status: method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200 }
 }
 
-/** The public routes of a gateway: the built-in ones, then those its config file declares. */
-export function publicRoutes(declared: readonly RoutePolicy[]): RoutePolicy[] {
-  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, ...declared]
+/**
+ * The public routes of a gateway: the built-in ones, then those its config file declares.
+ * `eventTypes`, the public event types of its config, are what `GET /v1/events` filters by.
+ */
+export function publicRoutes(declared: readonly RoutePolicy[], eventTypes: readonly string[] = []): RoutePolicy[] {
+  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, eventListPolicy(eventTypes), builtInRoutes.getEvent, ...declared]
 }

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { errorCatalog, kebabCode, type ErrorCode } from '../contract/errors.js'
 import { whenItHappens } from './error-text.js'
-import { exampleProblem, openApiDocument, type DocumentSource } from './openapi.js'
+import { eventTypesOf, exampleProblem, openApiDocument, type DocumentSource } from './openapi.js'
 import { errorCodesOf, publicRoutes } from './responses.js'
 
 // The partner documentation site: openapi.json, the API reference rendered from it into one
@@ -64,7 +64,7 @@ function statusBadge(status: number): string {
 /** Operations that can answer `code`, as `METHOD /path` lines. */
 function operationsOf(code: ErrorCode, source: DocumentSource): string[] {
   const lines: string[] = []
-  for (const policy of publicRoutes(source.routes)) {
+  for (const policy of publicRoutes(source.routes, eventTypesOf(source).map((t) => t.type))) {
     for (const method of policy.methods) if (errorCodesOf(policy, method).includes(code)) lines.push(`${method} ${policy.path}`)
   }
   return lines

@@ -1,7 +1,8 @@
 import type { FastifyRequest } from 'fastify'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { MAX_FIELD_ERRORS, QuoteBudget, quoteInput } from '../contract/problem.js'
-import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/policy.js'
+import { rfc3339Millis } from '../contract/timestamp.js'
+import { PLAIN_STRING, type ParamsSpec, type PathParamRule, type QueryRule, type QuerySpec } from '../routes/policy.js'
 
 // Step 6 of the order of checks (docs/architecture.md, "Order of checks"), with the rules of
 // docs/partners.md, "Parameters and pagination" for every route's own allow-list: integers are
@@ -10,7 +11,6 @@ import type { ParamsSpec, PathParamRule, QueryRule, QuerySpec } from '../routes/
 
 const DIGITS = /^[0-9]+$/
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
-export const PLAIN_STRING = /^[A-Za-z0-9._~-]{1,128}$/
 /** `.`, `..`, `...`: a path segment a service's URL parser would resolve or that means nothing. */
 const DOTS_ONLY = /^\.+$/
 /**
@@ -88,6 +88,18 @@ function checkValue(name: string, value: unknown, rule: QueryRule): FieldError |
     case 'boolean':
       if (text !== 'true' && text !== 'false') return { field: name, code: 'INVALID_FORMAT', detail: "Must be 'true' or 'false'." }
       return text === 'true'
+    case 'uuid':
+      if (!UUID.test(text)) return { field: name, code: 'INVALID_FORMAT', detail: 'Must be a UUID such as 3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10.' }
+      return text.toLowerCase()
+    case 'timestamp': {
+      const millis = rfc3339Millis(text)
+      if (millis !== undefined) return millis
+      // A `+` a client left unencoded arrives as a space (application/x-www-form-urlencoded).
+      const detail = / \d{2}:\d{2}$/.test(text)
+        ? "Must be an RFC 3339 date-time; send the '+' of an offset as %2B, as a query string reads a bare '+' as a space."
+        : 'Must be an RFC 3339 date-time with an offset, such as 2026-11-26T12:00:00Z or 2026-11-26T13:00:00.250+01:00.'
+      return { field: name, code: 'INVALID_FORMAT', detail }
+    }
   }
 }
 
@@ -127,7 +139,25 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
   return parsed
 }
 
+const ulidPatterns = new Map<string, RegExp>()
+
+/** `prefix` and a ULID: 26 Crockford base32 characters (no I, L, O, U) in any case, the first at most 7 (48 bits of time). */
+export function ulidPattern(prefix: string): RegExp {
+  let pattern = ulidPatterns.get(prefix)
+  if (pattern === undefined) {
+    pattern = new RegExp(`^${prefix.replace(/[.*+?^$()|[\]\\{}]/g, '\\$&')}[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$`)
+    ulidPatterns.set(prefix, pattern)
+  }
+  return pattern
+}
+
 function paramProblem(name: string, rule: PathParamRule, value: string): ApiError | undefined {
+  if (rule.type === 'ulid') {
+    if (ulidPattern(rule.prefix).test(value)) return undefined
+    return new ApiError('INVALID_PATH_PARAMETER', `'${name}' is not an id of this kind.`, {
+      errors: [{ field: name, code: 'INVALID_FORMAT', detail: `Must be ${rule.prefix} followed by 26 characters, as in the ids this API returns.` }],
+    })
+  }
   if (rule.type === 'uuid') {
     if (UUID.test(value)) return undefined
     return new ApiError('INVALID_PATH_PARAMETER', `'${name}' must be a UUID.`, {

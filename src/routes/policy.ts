@@ -25,6 +25,10 @@ export type QueryRule =
   /** Comma-separated, each one of `values`, no empty item, no repeats (the contract's `with`). */
   | { type: 'list'; values: readonly string[] }
   | { type: 'boolean' }
+  /** A UUID in any case, used lower-cased (the events filter `propertyId`). */
+  | { type: 'uuid' }
+  /** An RFC 3339 date-time with an offset, used as epoch milliseconds (a time between two milliseconds as their midpoint). */
+  | { type: 'timestamp' }
 
 export type QuerySpec = Readonly<Record<string, QueryRule>>
 
@@ -33,8 +37,13 @@ export type PathParamRule =
   | { type: 'uuid' }
   /** 1 to 128 characters of [A-Za-z0-9._~-]. */
   | { type: 'string' }
+  /** `prefix` and a ULID (26 Crockford base32 characters, any case), e.g. an event id `evt_…` (docs/architecture.md §D29). */
+  | { type: 'ulid'; prefix: string }
 
 export type ParamsSpec = Readonly<Record<string, PathParamRule>>
+
+/** A plain identifier: what a `string` path parameter (and an event's object id) may be. */
+export const PLAIN_STRING = /^[A-Za-z0-9._~-]{1,128}$/
 
 /**
  * `none`: any host, no key (health). `brand`: the host's brand and a key of it; no
@@ -211,6 +220,17 @@ const pageRules: QuerySpec = {
   perPage: { type: 'integer', min: 1, max: 100, default: PER_PAGE_DEFAULT },
 }
 
+// The event log (docs/architecture.md, "Events"): read from Redis, in the caller's brand and
+// mode, so it needs no upstream and no sandbox.
+const eventFilters: QuerySpec = {
+  propertyId: { type: 'uuid' },
+  createdAfter: { type: 'timestamp' },
+  createdBefore: { type: 'timestamp' },
+}
+
+/** The prefix of an event id. */
+export const EVENT_ID_PREFIX = 'evt_'
+
 export const builtInRoutes = {
   health: {
     kind: 'facade', path: '/v1/health', methods: ['GET'], scope: 'none', auth: false,
@@ -229,4 +249,22 @@ export const builtInRoutes = {
     kind: 'facade', path: '/v1/credential', methods: ['GET'], scope: 'brand', auth: true,
     query: {}, pathParams: {}, body: 'none', upstreams: [], scopes: {}, noScope: true,
   },
+  listEvents: {
+    kind: 'facade', path: '/v1/events', methods: ['GET'], scope: 'brand', auth: true,
+    query: { ...pageRules, ...eventFilters }, pathParams: {}, body: 'none', upstreams: [], scopes: { GET: 'events:read' },
+  },
+  getEvent: {
+    kind: 'facade', path: '/v1/events/{eventId}', methods: ['GET'], scope: 'brand', auth: true,
+    query: {}, pathParams: { eventId: { type: 'ulid', prefix: EVENT_ID_PREFIX } }, body: 'none', upstreams: [], scopes: { GET: 'events:read' },
+  },
 } as const satisfies Record<string, RoutePolicy>
+
+/**
+ * `GET /v1/events` of a gateway whose config names these public event types: `type` filters by
+ * one of them (any other value is refused). With none configured the log is empty and the
+ * route takes no `type`.
+ */
+export function eventListPolicy(publicTypes: readonly string[]): RoutePolicy {
+  if (publicTypes.length === 0) return builtInRoutes.listEvents
+  return { ...builtInRoutes.listEvents, query: { ...pageRules, type: { type: 'enum', values: [...publicTypes] }, ...eventFilters } }
+}

@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Context, type Span, type SpanContext, type Tracer } from '@opentelemetry/api'
 import { TraceState } from '@opentelemetry/core'
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto'
@@ -10,7 +10,7 @@ import {
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { hostname } from 'node:os'
 import { normaliseHost, type SamplerName, type TracingSettings } from '../config.js'
-import type { TraceContext } from '../http/trace.js'
+import { parseTraceparent, type TraceContext } from '../http/trace.js'
 import type { Interceptor } from '../upstream/interceptors.js'
 import { VERSION } from '../version.js'
 import { clientSpans, spanName } from './client-spans.js'
@@ -81,6 +81,13 @@ export function samplerOf(name: SamplerName, ratio: number): Sampler {
     case 'parentbased_always_off': return new ParentBasedSampler({ root: new AlwaysOffSampler() })
     case 'parentbased_traceidratio': return new ParentBasedSampler({ root: new RatioSampler(ratio) })
   }
+}
+
+/** The span a valid `traceparent` names, as a remote parent or a link; undefined for anything else. */
+export function remoteContext(traceparent: string | undefined): SpanContext | undefined {
+  const parsed = parseTraceparent(traceparent)
+  if (parsed === undefined) return undefined
+  return { traceId: parsed.traceId, spanId: parsed.parentId as string, traceFlags: Number.parseInt(parsed.flags, 16), isRemote: true }
 }
 
 export class Tracing {
@@ -180,6 +187,16 @@ export class Tracing {
   /** The interceptor that makes a client span of each call to `upstream` (each attempt, retries included). */
   clientSpans(upstream: string): Interceptor {
     return clientSpans(this.tracer, upstream)
+  }
+
+  /**
+   * A server span of work outside the public pipeline (the ingest of events on the admin
+   * port): a child of the caller's `traceparent` when it sent a valid one, else the root of a
+   * new trace. The caller sets its attributes and ends it.
+   */
+  startSpan(name: string, traceparent: string | undefined): Span {
+    const parent = remoteContext(traceparent)
+    return this.tracer.startSpan(name, { kind: SpanKind.SERVER }, parent === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, parent))
   }
 
   /** Exports what is left, for at most CLOSE_FLUSH_MS, and stops. */

@@ -70,4 +70,18 @@ describe('runWrk', () => {
     expect(keys.every((k) => typeof k === 'string' && k.length > 0)).toBe(true)
     expect(new Set(keys).size).toBe(50)
   })
+
+  it('makes every XIDX of the body new on each request when asked, the rest of the body as given', async () => {
+    seen.length = 0
+    const body = '[{"id":"XIDX-0","data":"é"},{"id":"XIDX-1"}]'
+    const result = await runWrk({ url: `${url}/events`, headers: { 'Content-Type': 'application/cloudevents-batch+json' }, method: 'POST', body, newIds: true }, 1, { amount: 40 }, dir)
+    expect(result.answers).toBe(40)
+    const ids = seen.flatMap((r) => (JSON.parse(r.body) as { id: string }[]).map((e) => e.id))
+    expect(ids).toHaveLength(80)
+    expect(new Set(ids).size).toBe(80)
+    for (const request of seen) {
+      expect(request.method).toBe('POST')
+      expect(request.body).toMatch(/^\[\{"id":"bench-[0-9]+-[0-9]+-([0-9]+)-0","data":"é"\},\{"id":"bench-[0-9]+-[0-9]+-\1-1"\}\]$/)
+    }
+  })
 })

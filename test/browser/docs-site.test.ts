@@ -54,13 +54,16 @@ describe.skipIf(!hasChromium)('the documentation site in a browser', () => {
   }
 
   it('renders the API reference with every operation, loading nothing from outside', async () => {
+    const paths = openApiDocument(source).paths as Record<string, Record<string, JsonObject>>
+    const operations = Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ method, path, id: String(op.operationId), tag: String((op.tags as string[])[0]) })))
     const page = await context.newPage()
+    // The reference renders only what its window can show (a virtual list): a window tall
+    // enough for every operation, so that each is on the page to be counted.
+    await page.setViewportSize({ width: 1280, height: 600 * operations.length })
     const answer = await page.goto(`${docs.url}/`)
     expect(answer?.status()).toBe(200)
     // The page is rendered on the server side and then hydrated: wait for the navigation.
     await page.locator('a[href^="#/"]').first().waitFor({ timeout: 15_000 })
-    const paths = openApiDocument(source).paths as Record<string, Record<string, JsonObject>>
-    const operations = Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ method, path, id: String(op.operationId), tag: String((op.tags as string[])[0]) })))
     expect(operations.length).toBeGreaterThanOrEqual(8)
     for (const op of operations) {
       // The operation's entry (method and path) and its link in the navigation.

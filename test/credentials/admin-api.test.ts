@@ -76,7 +76,7 @@ describe('the credentials API, only with ADMIN_TOKEN', () => {
   it('is not there without ADMIN_TOKEN: 404, as any unknown admin path', async () => {
     for (const path of ['/admin/v1/credentials', '/admin/v1/audit', '/admin/v1/credentials/key_00000000000000000']) {
       expectProblem(await admin('GET', path, { base: openAdminUrl, token: null }), {
-        code: 'ROUTE_NOT_FOUND', instance: path, detail: `There is no admin route at ${path}; the admin port serves /metrics, /status, /admin/v1/openapi.json and /livez.`,
+        code: 'ROUTE_NOT_FOUND', instance: path, detail: `There is no admin route at ${path}; the admin port serves /metrics, /status, /events, /admin/v1/openapi.json and /livez.`,
       })
     }
   })
@@ -172,7 +172,7 @@ describe('the credentials API', () => {
         { field: 'name', code: 'INVALID_FORMAT', detail: 'name is a text of at most 200 characters, or null for none' },
         { field: 'rateLimit', code: 'OUT_OF_RANGE', detail: 'rateLimit takes a whole number of requests above 0' },
         // This gateway declares no routes: its known scopes are those of the properties.
-        { field: 'scopes', code: 'INVALID_ENUM_VALUE', detail: "unknown scope 'everything' (known: properties:read)" },
+        { field: 'scopes', code: 'INVALID_ENUM_VALUE', detail: "unknown scope 'everything' (known: events:read, properties:read)" },
         { field: 'properties', code: 'INVALID_FORMAT', detail: "malformed property UUID 'nope'" },
         { field: 'allowedIps', code: 'INVALID_FORMAT', detail: "allowedIps: '10.0.0.1/8' has bits set past its prefix; the block is 10.0.0.0/8" },
         { field: 'expiresAt', code: 'INVALID_FORMAT', detail: "expiresAt 'soon' is not an ISO 8601 date-time" },

@@ -80,7 +80,10 @@ describe('deploy/kubernetes', () => {
   it('takes the tokens from the Secret, as placeholders', () => {
     const secret = one('Secret')
     expect(container.envFrom).toEqual([{ secretRef: { name: secret.metadata.name } }])
-    expect(Object.keys(secret.stringData).sort()).toEqual(['ADMIN_TOKEN', 'PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL', 'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN'])
+    expect(Object.keys(secret.stringData).sort()).toEqual([
+      'ADMIN_TOKEN', 'EVENTS_BOOKINGS_SANDBOX_TOKEN', 'EVENTS_BOOKINGS_TOKEN', 'EVENTS_PMS_SANDBOX_TOKEN', 'EVENTS_PMS_TOKEN', 'PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL',
+      'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN',
+    ])
     for (const value of Object.values(secret.stringData)) expect(String(value)).toContain('replace-me')
     // No token in the Deployment itself.
     expect(Object.keys(env).filter((name) => /TOKEN|PASSWORD/.test(name))).toEqual([])

@@ -4,6 +4,7 @@ import { generateHotels, type Hotel } from '../../mocks/pms/data.js'
 import { GUEST_COUNTS } from '../../mocks/service/data.js'
 import { ApiError, PartnerClient, type RetryInfo } from '../../sdk/src/index.js'
 import { startWithService, type Setup } from '../helpers/declared.js'
+import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { eventually } from '../helpers/redis.js'
 import { UUID_V4, watchedFetch } from './helpers.js'
 
@@ -37,7 +38,7 @@ async function rejection(promise: Promise<unknown>): Promise<ApiError> {
 
 beforeAll(async () => {
   // A long bound on calls to the service: a test holds one in flight for seconds.
-  s = await startWithService({ bookings: { timeoutMs: 10_000 } })
+  s = await startWithService({ bookings: { timeoutMs: 10_000 }, env: PUBLISHER_TOKENS })
   seeded = acmeActive(s.t.pms.hotels)[0] as string
   // The stand-in PMS seeds 33 active acme hotels; more of them, over its control API, make 230.
   const more = generateHotels(7, 4).filter((h) => h.chain_code === 'ACME').slice(0, ACTIVE - acmeActive(s.t.pms.hotels).length)
@@ -146,6 +147,27 @@ describe('the credential', () => {
     expect(answer.requestId).toEqual(expect.stringMatching(/^req_[0-9a-f]{32}$/))
     expect(answer.meta?.requestId).toBe(answer.requestId)
     expect(JSON.stringify(answer.data)).not.toContain(s.key)
+  })
+})
+
+describe('events', () => {
+  it('listAll catches up on every event of every page, oldest first; get reads one; an unknown id is an ApiError 404', async () => {
+    const admin = await listenAdmin(s.t.gateway)
+    const published: string[] = []
+    for (let batch = 0; batch < 3; batch += 1) {
+      const answer = await publish(admin, properties.slice(batch * 50, batch * 50 + 50).map((id) => hotelChanged(id)))
+      published.push(...accepted(answer).map((a) => a.eventId as string))
+    }
+    const { client: c, sent } = client()
+    const seen: string[] = []
+    for await (const event of c.events.listAll({ perPage: 40, type: 'property.updated' })) seen.push(event.id)
+    expect(seen).toEqual(published)
+    // 150 events, 40 a page: four pages, the last one short, and no fifth request.
+    expect(sent.map((r) => new URL(r.url).searchParams.get('page'))).toEqual(['1', '2', '3', '4'])
+    const one = await c.events.get(published[0] as string)
+    expect(one.data).toMatchObject({ id: published[0], type: 'property.updated', mode: 'live', propertyId: properties[0], object: { type: 'property', id: properties[0], path: `/v1/properties/${properties[0]}` } })
+    const missing = await rejection(c.events.get('evt_00000000000000000000000000'))
+    expect({ status: missing.status, code: missing.code }).toEqual({ status: 404, code: 'EVENT_NOT_FOUND' })
   })
 })
 

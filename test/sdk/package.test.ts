@@ -16,6 +16,8 @@ const document = openApiDocument(loadConfig({ CONFIG_FILE: SHIPPED_CONFIG }))
 const CALLS: Record<string, string> = {
   getHealth: 'health',
   getCredential: 'credential',
+  listEvents: 'events.list',
+  getEvent: 'events.get',
   listProperties: 'properties.list',
   getProperty: 'properties.get',
   listGuests: 'guests.list',

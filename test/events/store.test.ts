@@ -1,0 +1,134 @@
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, it } from 'vitest'
+import { MemoryEventStore, RedisEventStore, type EventStore, type IndexSelector, type NewEvent } from '../../src/events/store.js'
+import { UlidFactory } from '../../src/events/ulid.js'
+import { prng } from '../../mocks/random.js'
+import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+
+// The event log's store (docs/architecture.md, "Redis layout") against a reference computed
+// here: the union of some indexes in a time range, paged, must be the same events in the same
+// order whether the page is read from one index, merged from the starts of several, or found
+// by the binary search of deep pages; and the memory store (the demo's) must agree.
+
+const redis = new Redis(REDIS_URL)
+const prefix = testPrefix()
+afterAll(async () => {
+  await removePrefix(redis, prefix)
+  redis.disconnect()
+})
+
+const TYPES = ['guest.created', 'property.updated']
+const PROPERTIES = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222', '33333333-3333-4333-8333-333333333333', null]
+const DAY = 86_400_000
+const times = { oldest: 0, retentionMs: DAY, dedupeMs: DAY }
+
+type Made = NewEvent
+
+/** `count` events over `spanMs` milliseconds from `from`, many sharing a millisecond, in batches of one partition. */
+async function fill(stores: EventStore[], count: number, from: number, spanMs: number, seed: number): Promise<Made[]> {
+  const random = prng(seed)
+  const ulids = new UlidFactory()
+  const made: Made[] = []
+  let now = from
+  for (let i = 0; i < count; i += 1) {
+    // Three times in four the same millisecond as the last, else a step forward.
+    if (random() < 0.25) now += 1 + Math.floor(random() * (spanMs / count) * 4)
+    const ulid = ulids.next(now)
+    const type = TYPES[Math.floor(random() * TYPES.length)] as string
+    const propertyId = PROPERTIES[Math.floor(random() * PROPERTIES.length)] ?? null
+    made.push({ ulid: ulid.text, millis: ulid.millis, type, propertyId, dedupe: `d${seed}-${i}`, record: `{}\n{"source":"pms"}` })
+  }
+  for (let i = 0; i < made.length; i += 100) {
+    for (const store of stores) await store.append({ brand: 'acme', mode: 'live' }, made.slice(i, i + 100), times)
+  }
+  return made
+}
+
+function reference(events: Made[], indexes: IndexSelector[], from: number, to: number): string[] {
+  return events.filter((e) => e.millis >= from && e.millis <= to && indexes.some((x) => x.type === e.type && (x.property === '*' || x.property === e.propertyId)))
+    .map((e) => e.ulid).sort()
+}
+
+describe('the event store', () => {
+  it('pages the union of indexes alike by one index, by merging and by binary search, as the memory store does', async () => {
+    const base = Date.now() - 60_000
+    const merging = new RedisEventStore(redis, prefix, 1_000_000)
+    const searching = new RedisEventStore(redis, prefix, 0)
+    const memory = new MemoryEventStore()
+    const events = await fill([merging, memory], 600, base, 30_000, 7)
+    const random = prng(11)
+    const selections: IndexSelector[][] = [
+      [{ type: 'property.updated', property: '*' }],
+      TYPES.map((type) => ({ type, property: '*' })),
+      [{ type: 'property.updated', property: null }, { type: 'property.updated', property: PROPERTIES[0] as string }],
+      TYPES.flatMap((type) => [{ type, property: null }, ...PROPERTIES.slice(0, 2).map((p) => ({ type, property: p as string }))]),
+      [{ type: 'guest.created', property: PROPERTIES[2] as string }],
+      [{ type: 'no.such', property: '*' }],
+    ]
+    let compared = 0
+    for (const indexes of selections) {
+      for (let round = 0; round < 12; round += 1) {
+        const from = round % 3 === 0 ? 0 : base + Math.floor(random() * 15_000)
+        const to = round % 4 === 0 ? Number.MAX_SAFE_INTEGER : from + Math.floor(random() * 20_000)
+        const expected = reference(events, indexes, from, to)
+        const limit = 1 + Math.floor(random() * 40)
+        const offset = round % 5 === 0 ? expected.length + 3 : Math.floor(random() * Math.max(1, expected.length))
+        const page = expected.slice(offset, offset + limit)
+        for (const store of [merging, searching, memory]) {
+          expect(await store.page({ brand: 'acme', mode: 'live' }, { indexes, from, to, offset, limit })).toEqual({ total: expected.length, ulids: page })
+          compared += 1
+        }
+      }
+    }
+    expect(compared).toBe(selections.length * 12 * 3)
+  })
+
+  it('keeps a (source, id) once: a copy gets the first ulid and record and stores nothing', async () => {
+    for (const store of [new RedisEventStore(redis, prefix), new MemoryEventStore()]) {
+      const partition = { brand: 'globex', mode: 'test' } as const
+      const first: NewEvent = { ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E2', millis: Date.now(), type: 'property.updated', propertyId: null, dedupe: 'same', record: '{"n":1}\n{}' }
+      const copy: NewEvent = { ...first, ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E3', record: '{"n":2}\n{}' }
+      expect(await store.append(partition, [first, copy], times)).toEqual([
+        { kind: 'stored', ulid: first.ulid }, { kind: 'duplicate', ulid: first.ulid, record: '{"n":1}\n{}' },
+      ])
+      expect(await store.get(partition, copy.ulid)).toBeNull()
+      expect(await store.page(partition, { indexes: [{ type: 'property.updated', property: '*' }], from: 0, to: Number.MAX_SAFE_INTEGER, offset: 0, limit: 10 }))
+        .toEqual({ total: 1, ulids: [first.ulid] })
+      expect(await store.records(partition, [copy.ulid, first.ulid])).toEqual([null, '{"n":1}\n{}'])
+    }
+  })
+
+  it('shares no key across partitions: every key of one partition holds its {brand:mode} hash tag', async () => {
+    const own = testPrefix()
+    const store = new RedisEventStore(redis, own)
+    const event: NewEvent = { ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E4', millis: Date.now(), type: 'guest.created', propertyId: PROPERTIES[0] as string, dedupe: 'k', record: '{}\n{}' }
+    await store.append({ brand: 'acme', mode: 'live' }, [event], times)
+    const keys = (await redis.keys(`${own}*`)).sort()
+    expect(keys).toEqual([
+      `${own}ev:{acme:live}:d:k`, `${own}ev:{acme:live}:e:${event.ulid}`, `${own}ev:{acme:live}:p:guest.created:${PROPERTIES[0] as string}`, `${own}ev:{acme:live}:t:guest.created`,
+    ])
+    await removePrefix(redis, own)
+  })
+})
+
+describe('event ids', () => {
+  it('are 26 Crockford base32 characters naming their millisecond, counted up within one', () => {
+    const ulids = new UlidFactory()
+    // The example of the ULID specification: 1469918176385 is 01ARYZ6S41.
+    expect(new UlidFactory().next(1_469_918_176_385).text.slice(0, 10)).toBe('01ARYZ6S41')
+    const a = ulids.next(1_700_000_000_000)
+    const b = ulids.next(1_700_000_000_000)
+    const c = ulids.next(1_700_000_000_001)
+    for (const id of [a, b, c]) expect(id.text).toMatch(/^[0-7][0-9A-HJKMNP-TV-Z]{25}$/)
+    expect([a.millis, b.millis, c.millis]).toEqual([1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_001])
+    expect(a.text < b.text && b.text < c.text).toBe(true)
+  })
+
+  it('never go back when the clock does', () => {
+    const ulids = new UlidFactory()
+    const a = ulids.next(1_700_000_000_500)
+    const b = ulids.next(1_700_000_000_000)
+    expect(b.millis).toBe(1_700_000_000_500)
+    expect(a.text < b.text).toBe(true)
+  })
+})
