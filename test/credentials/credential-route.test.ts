@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MockIdp } from '../../mocks/idp/server.js'
 import { TestGateway } from '../helpers/gateway.js'
-import { grantClient, keyTool, oauthFor } from '../helpers/oauth.js'
+import { grantClient, keyToolJson, oauthFor } from '../helpers/oauth.js'
 import { expectEnvelope, expectProblem } from '../helpers/problem.js'
 import { REDIS_URL } from '../helpers/redis.js'
 
@@ -23,13 +23,8 @@ afterAll(async () => {
   await idp.close()
 })
 
-const tool = (...argv: string[]) => keyTool({ REDIS_URL, REDIS_PREFIX: t.prefix }, ...argv)
 
-async function json<T>(...argv: string[]): Promise<T> {
-  const run = await tool(...argv, '--json')
-  expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: [] })
-  return JSON.parse(run.out[0] as string) as T
-}
+const json = <T>(...argv: string[]) => keyToolJson<T>({ REDIS_URL, REDIS_PREFIX: t.prefix }, ...argv)
 
 describe('GET /v1/credential', () => {
   it('shows an API key to itself, with no scope needed and never a secret', async () => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { digestKey } from '../../src/keys/format.js'
 import { ACME_HOST } from '../helpers/config.js'
 import { TestGateway } from '../helpers/gateway.js'
-import { keyTool } from '../helpers/oauth.js'
+import { keyTool, keyToolJson } from '../helpers/oauth.js'
 import { expectEnvelope, expectProblem } from '../helpers/problem.js'
 import { eventually, REDIS_URL } from '../helpers/redis.js'
 import { checkAnswer } from '../helpers/contract.js'
@@ -35,11 +35,7 @@ afterAll(async () => {
 
 const tool = (...argv: string[]) => keyTool({ REDIS_URL, REDIS_PREFIX: t.prefix }, ...argv)
 
-async function json<T>(...argv: string[]): Promise<T> {
-  const run = await tool(...argv, '--json')
-  expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: [] })
-  return JSON.parse(run.out[0] as string) as T
-}
+const json = <T>(...argv: string[]) => keyToolJson<T>({ REDIS_URL, REDIS_PREFIX: t.prefix }, ...argv)
 
 /** GET /v1/properties with `key` on the first instance (`a`) or its twin (`b`), checked against the OpenAPI document. */
 async function call(on: 'a' | 'b', key: string) {

@@ -6,7 +6,7 @@ import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ACME_HOST } from '../helpers/config.js'
 import { TestGateway } from '../helpers/gateway.js'
-import { keyTool } from '../helpers/oauth.js'
+import { keyTool, keyToolJson } from '../helpers/oauth.js'
 import { expectEnvelope, expectProblem } from '../helpers/problem.js'
 import { eventually, REDIS_URL } from '../helpers/redis.js'
 import { checkAnswer } from '../helpers/contract.js'
@@ -39,11 +39,7 @@ afterAll(async () => {
 
 const tool = (...argv: string[]) => keyTool({ REDIS_URL, REDIS_PREFIX: t.prefix }, ...argv)
 
-async function json<T>(...argv: string[]): Promise<T> {
-  const run = await tool(...argv, '--json')
-  expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: [] })
-  return JSON.parse(run.out[0] as string) as T
-}
+const json = <T>(...argv: string[]) => keyToolJson<T>({ REDIS_URL, REDIS_PREFIX: t.prefix }, ...argv)
 
 async function call(on: 'a' | 'b', key: string, path = '/v1/properties') {
   const res = await request(`${on === 'a' ? t.url : twin.url}${path}`, { headers: { host: ACME_HOST, 'user-agent': 'update-test/1.0', authorization: `Bearer ${key}` } })

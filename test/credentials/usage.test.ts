@@ -11,7 +11,7 @@ import type { Principal } from '../../src/keys/principal.js'
 import { ACME_HOST } from '../helpers/config.js'
 import { checkAnswer } from '../helpers/contract.js'
 import { captureLogs } from '../helpers/logs.js'
-import { keyTool } from '../helpers/oauth.js'
+import { keyTool, keyToolJson } from '../helpers/oauth.js'
 import { eventually, freePort, keysUnder, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
 // Usage and last use (docs/architecture.md, "Usage and last use"): counted in memory by UTC
@@ -48,11 +48,7 @@ afterAll(async () => {
 
 const tool = (...argv: string[]) => keyTool({ REDIS_URL, REDIS_PREFIX: prefix }, ...argv)
 
-async function json<T>(...argv: string[]): Promise<T> {
-  const run = await tool(...argv, '--json')
-  expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: [] })
-  return JSON.parse(run.out[0] as string) as T
-}
+const json = <T>(...argv: string[]) => keyToolJson<T>({ REDIS_URL, REDIS_PREFIX: prefix }, ...argv)
 
 interface Running { child: ChildProcess; url: string; exited: Promise<number | null>; printed: () => string }
 

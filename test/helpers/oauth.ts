@@ -1,3 +1,4 @@
+import { expect } from 'vitest'
 import type { FileConfig } from '../../src/config.js'
 import { runKeyTool } from '../../src/credentials/tool.js'
 import type { MockIdp } from '../../mocks/idp/server.js'
@@ -31,6 +32,13 @@ export async function keyTool(env: Record<string, string>, ...argv: string[]): P
   const err: string[] = []
   const code = await runKeyTool(argv, { CONFIG_FILE: 'config/default.json', LOG_LEVEL: 'warn', ...env }, { out: (l) => out.push(l), err: (l) => err.push(l) })
   return { code, out, err }
+}
+
+/** The key tool's `--json` answer to `argv`, parsed, after checking that it succeeded and printed no error. */
+export async function keyToolJson<T>(env: Record<string, string>, ...argv: string[]): Promise<T> {
+  const run = await keyTool(env, ...argv, '--json')
+  expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: [] })
+  return JSON.parse(run.out[0] as string) as T
 }
 
 /** Registers `clientId` at `idp` with the key tool; returns the grant's JSON. */
