@@ -1,36 +1,16 @@
-import { readFileSync } from 'node:fs'
 import { Webhook } from 'standardwebhooks'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { FileConfigInput } from '../../src/config.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
 import { accepted, EVENT_ID, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { Receiver } from '../helpers/receiver.js'
 import { eventually } from '../helpers/redis.js'
+import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 
 // Deliveries (docs/partners.md, "Webhooks") to real receivers on loopback, through real Redis
 // and the real queue: signatures checked by the `standardwebhooks` package, redirects and
 // timeouts retried on a short schedule, 410 disabling, isolation of a hanging endpoint, and
 // who may see an event decided when it is delivered.
-
-const shipped = JSON.parse(readFileSync('config/default.json', 'utf8')) as { events: FileConfigInput['events'] }
-
-/** The shipped events section with deliveries fit for tests: loopback allowed, short retries. */
-export function webhookConfig(events: Partial<NonNullable<FileConfigInput['events']>> = {}): Partial<FileConfigInput> {
-  return {
-    events: {
-      ...shipped.events, allowHttp: true, allowPrivateTargets: true, retrySchedule: [0.2, 0.2, 0.2], deliveryTimeoutMs: 10_000, ...events,
-    },
-  }
-}
-
-export const WAIT_MS = 20_000
-
-export async function createEndpoint(t: TestGateway, key: string, body: Record<string, unknown>): Promise<{ id: string; secret: string }> {
-  const answer = await t.call('POST', '/v1/webhook-endpoints', { key, body: JSON.stringify(body) })
-  if (answer.statusCode !== 201) throw new Error(`create answered ${answer.statusCode}: ${answer.body}`)
-  return (JSON.parse(answer.body) as { data: { id: string; secret: string } }).data
-}
 
 const dataOf = (answer: Answer): unknown => (JSON.parse(answer.body) as { data: unknown }).data
 
