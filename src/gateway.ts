@@ -175,9 +175,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       connection: () => createRedis({ ...target, name: 'gateway-webhooks', logger, role: 'subscriber' }),
       work: config.eventsWorker !== 'off',
       userAgent: `partner-gateway/${VERSION} webhooks`,
+      onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),
       ...options.webhookHooks,
     })
     deliveries.start()
+    const started = deliveries
+    metrics.watchWebhooks(() => started.snapshot)
     webhooks = webhookEndpointRoutes({ store: endpointStore, deliveries, log: events, box, idempotency, settings: config.events })
   }
   const app = await buildApp({
@@ -191,7 +194,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
   const admin = await buildAdmin(metrics, {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
-    authenticator, tokens, startedAt: Date.now(),
+    authenticator, tokens, startedAt: Date.now(), ...(deliveries === undefined ? {} : { webhooks: () => deliveries?.snapshot }),
   }, {
     token: config.adminToken,
     docsUrl: config.docsUrl,

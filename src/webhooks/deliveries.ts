@@ -87,7 +87,20 @@ function blockedIn(error: unknown): BlockedAddressError | undefined {
   return undefined
 }
 
+/** The queue as operators see it (/status and the gauges), refreshed every few seconds. */
+export interface DeliverySnapshot {
+  pending: number
+  oldestPendingSeconds: number
+  endpoints: Record<'enabled' | 'disabled', number>
+}
+
+/** How often the snapshot is read from Redis. */
+const SNAPSHOT_MS = 5_000
+
 export class Deliveries {
+  /** Undefined until first read (or while Redis does not answer). */
+  snapshot: DeliverySnapshot | undefined
+  private snapshotTimer: NodeJS.Timeout | undefined
   readonly queue: Queue<DeliveryJob>
   private worker: Worker<DeliveryJob> | undefined
   private readonly agent: Agent
@@ -116,9 +129,24 @@ export class Deliveries {
     return client
   }
 
+  /** Reads the backlog and the endpoints by status into `snapshot`. */
+  async refresh(): Promise<DeliverySnapshot> {
+    const [{ pending, oldestSeconds }, endpoints] = await Promise.all([this.backlog(), this.options.store.countByStatus()])
+    this.snapshot = { pending, oldestPendingSeconds: Math.round(oldestSeconds), endpoints }
+    return this.snapshot
+  }
+
   /** Starts this instance's workers (when it delivers) and the fan-out of stored events. */
   start(): void {
     this.options.log.subscribe((events) => this.fanOut(events))
+    const refresh = (): void => {
+      this.refresh().catch(() => {
+        this.snapshot = undefined
+      })
+    }
+    refresh()
+    this.snapshotTimer = setInterval(refresh, SNAPSHOT_MS)
+    this.snapshotTimer.unref()
     if (!this.options.work) return
     const { settings } = this.options
     const lockMs = Math.round(settings.deliveryLockSeconds * 1000)
@@ -282,17 +310,24 @@ export class Deliveries {
     if (current !== undefined) await this.options.store.save(change(current))
   }
 
-  /** Deliveries waiting (queued, delayed or in flight), and how long the oldest has waited. */
+  /**
+   * Deliveries pending (queued, waiting for a retry, or in flight), and how long the oldest one
+   * ready to be attempted has waited since it became ready: a retry waiting for its time is not
+   * late, so it does not count (the backlog alert would otherwise fire on every retry).
+   */
   async backlog(): Promise<{ pending: number; oldestSeconds: number }> {
     const counts = await this.queue.getJobCounts('wait', 'delayed', 'active', 'prioritized')
     const pending = Object.values(counts).reduce((a, b) => a + b, 0)
-    const [oldest] = await this.queue.getJobs(['wait', 'delayed', 'active'], 0, 0, true)
-    return { pending, oldestSeconds: oldest === undefined ? 0 : Math.max(0, (this.now() - oldest.timestamp) / 1000) }
+    const [oldest] = await this.queue.getJobs(['wait'], 0, 0, true)
+    if (oldest === undefined) return { pending, oldestSeconds: 0 }
+    const readySince = oldest.attemptsMade > 0 ? (oldest.processedOn ?? oldest.timestamp) + oldest.delay : oldest.timestamp
+    return { pending, oldestSeconds: Math.max(0, (this.now() - readySince) / 1000) }
   }
 
   /** Stops working: attempts in flight are handed back to the queue (not counted), then the queue's connections close. */
   async close(): Promise<void> {
     this.closing = true
+    clearInterval(this.snapshotTimer)
     for (const controller of this.inFlight) controller.abort(HAND_BACK)
     // Handing back needs Redis; without it, stop waiting: the jobs' locks lapse and another instance takes them.
     const closed = (async () => {

@@ -160,6 +160,13 @@ export class EndpointStore {
     return values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as EndpointRecord)
   }
 
+  /** How many endpoints there are, by status (for the metrics and /status). */
+  async countByStatus(): Promise<Record<EndpointStatus, number>> {
+    const counts: Record<EndpointStatus, number> = { enabled: 0, disabled: 0 }
+    for (const value of await this.redis.hvals(this.ep)) counts[(JSON.parse(value) as EndpointRecord).status] += 1
+    return counts
+  }
+
   async save(record: EndpointRecord): Promise<void> {
     // Only while it exists: a delivery finishing after a DELETE must not bring it back.
     if (await this.redis.hexists(this.ep, record.id) === 1) await this.redis.hset(this.ep, record.id, JSON.stringify(record))

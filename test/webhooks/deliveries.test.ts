@@ -65,6 +65,15 @@ describe('deliveries', () => {
     expect(dataOf(await t.get(`/v1/webhook-endpoints/${endpoint.id}/deliveries`, key))).toEqual([
       { eventId, attempt: 1, at: expect.any(String), status: 200, outcome: 'delivered', durationMs: expect.any(Number) },
     ])
+    // What operators see: the attempt counted, the queue on /status.
+    const metrics = await (await fetch(`${admin}/metrics`)).text()
+    expect(metrics).toMatch(/^gateway_webhook_attempts_total\{outcome="delivered"\} [1-9]/m)
+    expect(metrics).toMatch(/^gateway_webhook_attempt_duration_seconds_count [1-9]/m)
+    const snapshot = await t.gateway.deliveries?.refresh()
+    expect(snapshot).toEqual({ pending: expect.any(Number), oldestPendingSeconds: expect.any(Number), endpoints: { enabled: expect.any(Number), disabled: expect.any(Number) } })
+    expect((await (await fetch(`${admin}/status`)).json() as { events: unknown }).events).toEqual(snapshot)
+    expect(await (await fetch(`${admin}/metrics`)).text()).toMatch(/^gateway_webhook_endpoints\{status="enabled"\} [1-9]/m)
+    expect(JSON.stringify(t.logs.records())).not.toContain(endpoint.secret.slice(6))
   })
 
   it('signs with the old and the new secret during a rotation, each verifying alone', async () => {
