@@ -502,6 +502,8 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
 }
 
 function tagOf(policy: RoutePolicy): string {
+  // One word: the reference's navigation links are made of the tag as written.
+  if (policy.kind === 'facade' && policy.path.startsWith('/v1/webhook-endpoints')) return 'Webhooks'
   return (policy.path.split('/')[2] ?? 'api').split('-').map(capital).join(' ')
 }
 

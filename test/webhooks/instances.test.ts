@@ -127,6 +127,8 @@ describe('an instance that stops mid-attempt', () => {
       expect((await call(second.base, 'GET', `/v1/webhook-endpoints/${endpointId}/deliveries`)).data).toEqual([
         { eventId, attempt: 1, at: expect.any(String), status: 200, outcome: 'delivered', durationMs: expect.any(Number) },
       ])
+      // The log is written asynchronously: wait for the start's lines rather than assume them flushed.
+      expect(await eventually(async () => messages(second.printed()).length >= FLAG_WARNINGS.length, WAIT_MS)).toBe(true)
       expect(messages(second.printed())).toEqual(FLAG_WARNINGS)
     } finally {
       await receiver.close()
