@@ -176,6 +176,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       work: config.eventsWorker !== 'off',
       userAgent: `partner-gateway/${VERSION} webhooks`,
       onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),
+      ...(tracing === undefined ? {} : { tracing }),
       ...options.webhookHooks,
     })
     deliveries.start()

@@ -1,4 +1,5 @@
 import { randomInt } from 'node:crypto'
+import { SpanStatusCode } from '@opentelemetry/api'
 import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import { Agent, request } from 'undici'
@@ -8,6 +9,7 @@ import type { KeyStore } from '../keys/store.js'
 import type { KeyMode } from '../keys/principal.js'
 import { EVENT_ID_PREFIX } from '../routes/policy.js'
 import type { RedisClient } from '../redis.js'
+import type { Tracing } from '../tracing/tracing.js'
 import { BlockedAddressError, guardedConnector, type Lookup } from './addresses.js'
 import type { Attempt, AttemptOutcome, EndpointRecord, EndpointStore } from './endpoints.js'
 import { signatureHeader, type SecretBox } from './secrets.js'
@@ -37,6 +39,8 @@ export interface DeliveryJob {
   /** `event`: fanned out when it came; `redeliver`: asked for by the partner (sent even to a disabled endpoint); `test`: a `webhook.test` event, carried in `json`. */
   kind: 'event' | 'redeliver' | 'test'
   json?: string
+  /** The publisher's trace context of the event, when it sent one: each attempt's span links to it. */
+  traceparent?: string
 }
 
 export interface DeliverySettings {
@@ -65,6 +69,8 @@ export interface DeliveriesOptions {
   lookup?: Lookup
   now?: () => number
   onAttempt?: (outcome: AttemptOutcome, seconds: number) => void
+  /** Present when spans are exported: each attempt is a client span. */
+  tracing?: Tracing
 }
 
 /** The delay before retry `attemptsMade` (1 after the first failure): the schedule's entry, ±10 %. */
@@ -181,7 +187,7 @@ export class Deliveries {
   async fanOut(events: readonly LoggedEvent[]): Promise<void> {
     const jobs: { name: string; data: DeliveryJob; opts: ReturnType<Deliveries['jobOptions']> }[] = []
     const byPartition = new Map<string, Promise<EndpointRecord[]>>()
-    for (const { event, brand } of events) {
+    for (const { event, brand, origin } of events) {
       const partition = `${brand} ${event.mode}`
       let endpoints = byPartition.get(partition)
       if (endpoints === undefined) {
@@ -191,7 +197,8 @@ export class Deliveries {
       const ulid = event.id.slice(EVENT_ID_PREFIX.length)
       for (const endpoint of await endpoints) {
         if (endpoint.status !== 'enabled' || !endpoint.eventTypes.includes(event.type)) continue
-        jobs.push({ name: event.type, data: { ulid, brand, mode: event.mode, endpointId: endpoint.id, kind: 'event' }, opts: this.jobOptions(`${ulid}.${endpoint.id}`) })
+        const data: DeliveryJob = { ulid, brand, mode: event.mode, endpointId: endpoint.id, kind: 'event', ...(origin.traceparent === undefined ? {} : { traceparent: origin.traceparent }) }
+        jobs.push({ name: event.type, data, opts: this.jobOptions(`${ulid}.${endpoint.id}`) })
       }
     }
     if (jobs.length > 0) await this.queue.addBulk(jobs)
@@ -245,6 +252,7 @@ export class Deliveries {
     const started = this.now()
     const timestamp = Math.floor(started / 1000)
     const secrets = endpoint.secrets.filter((s) => s.expiresAt === null || s.expiresAt > started).map((s) => box.open(s.sealed).toString('utf8'))
+    const span = this.options.tracing?.startLinkedClientSpan('POST webhook', job.data.traceparent)
     const controller = new AbortController()
     this.inFlight.add(controller)
     const timer = setTimeout(() => controller.abort(TIMED_OUT), this.options.settings.deliveryTimeoutMs)
@@ -270,6 +278,8 @@ export class Deliveries {
       outcome = status >= 200 && status < 300 ? 'delivered' : status === 410 ? 'gone' : 'failed'
     } catch (error) {
       if (controller.signal.reason === HAND_BACK) {
+        span?.setAttribute('gateway.webhook.outcome', 'handed_back')
+        span?.end()
         // Shutting down: the job goes back as it was, its attempt not counted; another instance (or this one, restarted) makes it.
         await job.moveToDelayed(this.now(), token)
         throw new DelayedError()
@@ -283,6 +293,15 @@ export class Deliveries {
     const durationMs = this.now() - started
     const attempt: Attempt = { eventId, attempt: job.attemptsMade + 1, at: new Date(started).toISOString(), status, outcome, durationMs }
     this.options.onAttempt?.(outcome, durationMs / 1000)
+    if (span !== undefined) {
+      // Ids, outcome and status only: never the URL's query, a secret, a signature or a body.
+      span.setAttributes({
+        'gateway.webhook.event_id': eventId, 'gateway.webhook.endpoint_id': endpoint.id, 'gateway.webhook.attempt': attempt.attempt, 'gateway.webhook.outcome': outcome,
+        ...(status === null ? {} : { 'http.response.status_code': status }),
+      })
+      if (outcome !== 'delivered') span.setStatus({ code: SpanStatusCode.ERROR })
+      span.end()
+    }
     logger.info({ eventId, endpointId: endpoint.id, attempt: attempt.attempt, outcome, status, durationMs, ...(failure === undefined ? {} : { reason: (failure as Error).message }) }, 'webhook attempt')
     await store.recordAttempt(endpoint.id, attempt)
     if (outcome === 'delivered') {

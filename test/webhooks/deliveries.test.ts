@@ -129,6 +129,28 @@ describe('deliveries', () => {
     expect(r.received).toHaveLength(1)
   })
 
+  it('disables an endpoint whose attempts failed throughout events.disableAfterHours, and PATCH enables it again', async () => {
+    const r = await receiver(() => 500)
+    // About a second of failures disables it here; the schedule would allow 9 attempts.
+    const t2 = await TestGateway.start({ env: PUBLISHER_TOKENS, config: webhookConfig({ disableAfterHours: 0.0003, retrySchedule: [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3] }) })
+    try {
+      const admin2 = await listenAdmin(t2.gateway)
+      const key2 = await t2.key()
+      const endpoint = await createEndpoint(t2, key2, { url: r.url, eventTypes: ['property.updated'] })
+      accepted(await publish(admin2, hotelChanged(hotel)))
+      const path = `/v1/webhook-endpoints/${endpoint.id}`
+      expect(await eventually(async () => (dataOf(await t2.get(path, key2)) as { status: string }).status === 'disabled', WAIT_MS)).toBe(true)
+      expect(dataOf(await t2.get(path, key2))).toMatchObject({ status: 'disabled', disabledReason: 'failing' })
+      const attempts = dataOf(await t2.get(`${path}/deliveries`, key2)) as { outcome: string; status: number }[]
+      expect(attempts.length).toBeGreaterThanOrEqual(2)
+      expect(attempts.every((a) => a.outcome === 'failed' && a.status === 500)).toBe(true)
+      const enabled = await t2.call('PATCH', path, { key: key2, body: JSON.stringify({ status: 'enabled' }) })
+      expect(dataOf(enabled)).toMatchObject({ status: 'enabled', disabledReason: null })
+    } finally {
+      await t2.close()
+    }
+  })
+
   it('keeps a hanging endpoint from delaying another: at most endpointConcurrency attempts to it', async () => {
     const hanging = await receiver(() => 'hang')
     const fast = await receiver()
