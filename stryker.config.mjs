@@ -36,6 +36,8 @@ export default {
     // Events: the ingest's rules, the mapping of internal to public types, the log and its
     // visibility rules, /v1/events.
     'src/events/**/*.ts',
+    // Webhooks: the address guard, the signatures, the endpoints API's validation, the delivery rules.
+    'src/webhooks/**/*.ts',
     // The request log line and the request metrics: an operator's surface, not a rule a partner
     // sees, pinned by the observability tests by field name; its mutants are mostly in the
     // serialiser's schema and pino's plumbing, where a change alters no answer.

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { MockIdp } from '../mocks/idp/server.js'
+import { MockWebhookReceiver } from '../mocks/webhook-receiver/server.js'
 import { MockPms } from '../mocks/pms/server.js'
 import { generateGuests } from '../mocks/service/data.js'
 import { MockService } from '../mocks/service/server.js'
@@ -62,6 +63,9 @@ const env = {
   ...Object.fromEntries(Object.values(PUBLISHERS).map((p) => [p.variable, p.token])),
 }
 const config = loadConfig(env, { requireTokens: true })
+// The demo's partner endpoint is the stand-in receiver on this machine, over http: flags for
+// tests and the demo only (docs/operations.md, "Webhooks").
+config.events = { ...config.events, allowHttp: true, allowPrivateTargets: true }
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'warn' })
 // The documentation site, so that every problem's `type` link opens in a browser.
 const docs = await serveDocs(config, { port: Number(process.env.DOCS_PORT ?? 4080) })
@@ -112,6 +116,21 @@ const registerClient = async (): Promise<string> => {
 }
 const grantId = await registerClient()
 await gateway.tokens.ready(5000)
+// Webhooks (with Redis: the queue lives there): an endpoint of the demo key at the stand-in
+// receiver, which verifies each delivery's signature and prints it.
+let receiver: MockWebhookReceiver | undefined
+let endpointId: string | undefined
+if (gateway.deliveries !== undefined) {
+  receiver = await listenOn(() => new MockWebhookReceiver([], (line) => say(`[receiver] ${line}`)), Number(process.env.MOCK_WEBHOOK_PORT ?? 4040))
+  const created = await fetch(`http://127.0.0.1:${port}/v1/webhook-endpoints`, {
+    method: 'POST',
+    headers: { host: 'localhost', authorization: `Bearer ${key}`, 'user-agent': 'demo-client/1.0', 'content-type': 'application/json' },
+    body: JSON.stringify({ url: `${receiver.url}/webhooks`, eventTypes: ['property.updated', 'guest.created'], description: 'npm run demo' }),
+  })
+  const endpoint = (await created.json() as { data: { id: string; secret: string } }).data
+  receiver.addSecret(endpoint.secret)
+  endpointId = endpoint.id
+}
 const someId = String(pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
 const someGuest = generateGuests('acme')[0]?.id as string
 const base = `http://localhost:${port}`
@@ -155,6 +174,16 @@ say('A guest created through the API is an event too (guest.created, from the st
 say(`curl -s ${auth} -H 'Content-Type: application/json' -d '{"firstName":"Ann","lastName":"Lee","email":"ann@example.com"}' '${base}/v1/guests'`)
 say(`curl -s ${auth} '${base}/v1/events?type=guest.created'`)
 say()
+if (receiver !== undefined && endpointId !== undefined) {
+  say(`Webhooks: the demo key has endpoint ${endpointId} for property.updated and guest.created, delivering to the stand-in receiver at ${receiver.url}/webhooks;`)
+  say('it verifies each signature with the standardwebhooks package and prints each delivery here ([receiver] lines). The PATCH above makes one; so does a test event:')
+  say(`curl -s ${auth} -X POST '${base}/v1/webhook-endpoints/${endpointId}/test'`)
+  say(`curl -s ${auth} '${base}/v1/webhook-endpoints/${endpointId}/deliveries'`)
+  say('(events.allowHttp and events.allowPrivateTargets are on in the demo only: a real endpoint is https and outside our network.)')
+} else {
+  say('Webhooks need Redis (their queue lives there): start one and run the demo again to see deliveries.')
+}
+say()
 say('Ctrl-C stops it.')
 
 const stop = async (): Promise<void> => {
@@ -163,6 +192,7 @@ const stop = async (): Promise<void> => {
   await gateway.keyStore.revoke(test.record.id).catch(() => undefined)
   await gateway.keyStore.revokeGrant(grantId).catch(() => undefined)
   await gateway.app.close()
+  await receiver?.close()
   await Promise.all([pms.close(), pmsSandbox.close(), service.close(), serviceSandbox.close(), idp.close(), docs.close()])
   flushLogger(logger)
   process.exit(0)

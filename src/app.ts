@@ -71,6 +71,8 @@ export interface AppDependencies {
   credentials?: CredentialService
   /** The event log; without it there are no /v1/events routes. */
   events?: EventLog
+  /** The webhook endpoints API (webhooks/routes.ts); without it (no Redis) it is not served. */
+  webhooks?: (app: FastifyInstance) => Promise<void>
 }
 
 function noop(): void {}
@@ -249,6 +251,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(propertyRoutes(deps.properties))
   if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
   if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
+  if (deps.webhooks !== undefined) await app.register(deps.webhooks)
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // An answer that never finished (cut short, or its partner gone while the call ran on):

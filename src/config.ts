@@ -199,6 +199,27 @@ const eventsSchema = z.strictObject({
   retentionDays: z.number().int().min(1).max(90).default(30).describe('How long events are kept, and readable at `/v1/events`'),
   cachedEvents: z.number().int().min(0).default(20000)
     .describe('Events whose JSON each instance keeps in memory once read (an event never changes), so an event many credentials read is read from Redis once per instance; 0 keeps none'),
+  // Webhooks (docs/operations.md, "Webhooks"): partners' endpoints and the deliveries to them.
+  maxEndpointsPerCredential: z.number().int().min(1).max(1000).default(10)
+    .describe('How many webhook endpoints one credential may have; one more is refused 409 `WEBHOOK_ENDPOINT_LIMIT_REACHED`'),
+  deliveryTimeoutMs: z.number().int().min(100).max(60_000).default(15_000)
+    .describe('How long a delivery attempt waits for the endpoint\'s 2xx; past it the attempt failed (`timeout`)'),
+  retrySchedule: z.array(z.number().positive().max(7 * 86_400)).min(1).max(20).default([5, 300, 1800, 7200, 18000, 36000, 36000])
+    .describe('Seconds from a failed attempt to the next, each ±10 %; after the last the delivery is `failed` (one attempt more than entries)'),
+  disableAfterHours: z.number().positive().max(24 * 90).default(120)
+    .describe('An endpoint whose attempts failed throughout this long, with no success, is disabled (`failing`)'),
+  endpointConcurrency: z.number().int().min(1).max(100).default(4)
+    .describe('At most this many attempts in flight to one endpoint, across every instance: a slow endpoint delays no other'),
+  deliveryWorkers: z.number().int().min(1).max(1000).default(64)
+    .describe('Attempts one instance makes at once, to all endpoints together'),
+  deliveryLockSeconds: z.number().positive().max(600).default(30)
+    .describe('An attempt holds its delivery this long, renewed while it runs; an instance that dies mid-attempt hands it to another once this lapses'),
+  allowPrivateTargets: z.boolean().default(false)
+    .describe('Deliver to loopback, private and other internal addresses too; for tests and the demo only (the start warns)'),
+  allowHttp: z.boolean().default(false)
+    .describe('Accept `http:` endpoint URLs; for tests and the demo only (the start warns)'),
+  workers: z.boolean().default(true)
+    .describe('Whether this instance delivers webhooks; `EVENTS_WORKER` overrides it'),
 }).superRefine((events, ctx) => {
   const mapped = new Set<string>()
   const firstOf = new Map<string, { scope: string; object: string; index: number }>()
@@ -457,6 +478,10 @@ export const envSchema = z.object({
   PMS_SANDBOX_URL: optionalUrl.describe('Sandbox PMS for `svc_test_` keys; without it they get 403 TEST_MODE_UNAVAILABLE on every route that reads the PMS'),
   PMS_SANDBOX_TOKEN: z.string().min(1).optional().describe('Token for the sandbox PMS (required with `PMS_SANDBOX_URL`)'),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional().describe('When set, the admin routes need `Authorization: Bearer <ADMIN_TOKEN>`'),
+  EVENTS_WORKER: z.enum(['on', 'off', 'only']).optional()
+    .describe('`on`: serve and deliver webhooks; `off`: serve only; `only`: deliver only (no public port). Unset: `events.workers` decides'),
+  WEBHOOKS_SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional()
+    .describe('Encrypts webhook endpoints\' signing secrets in Redis; every instance needs the same one. Unset: a fixed development key (the start warns)'),
   CONFIG_FILE: z.string().min(1).default('config/default.json').describe('Path of the JSON config file'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level'),
   OAUTH_ISSUER: z.string().min(1).optional().describe('One token issuer (`iss`), replacing the file\'s `oauth.issuers`; needs `OAUTH_JWKS_URI` and `OAUTH_AUDIENCE`'),
@@ -594,6 +619,10 @@ export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
   tracing: TracingSettings | undefined
   /** The publishers of `events`, with their tokens. */
   eventPublishers: EventPublisher[]
+  /** Whether this instance serves the public port and delivers webhooks (EVENTS_WORKER, else `events.workers`). */
+  eventsWorker: 'on' | 'off' | 'only'
+  /** Encrypts webhook secrets at rest; undefined: the development key. */
+  webhooksSecretKey: string | undefined
 }
 
 export class ConfigError extends Error {
@@ -694,6 +723,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
       : undefined,
     tracing: tracingSettings(e),
     eventPublishers,
+    eventsWorker: e.EVENTS_WORKER ?? (file.events.workers ? 'on' : 'off'),
+    webhooksSecretKey: e.WEBHOOKS_SECRET_KEY,
   }
 }
 

@@ -28,6 +28,11 @@ import { AuditTrail, MemoryAuditStore, RedisAuditStore, type AuditStore } from '
 import { CredentialService, knownOf } from './credentials/service.js'
 import { MemoryUsageStore, RedisUsageStore, UsageRecorder, type UsageStore } from './credentials/usage.js'
 import type { UpstreamOutcome } from './upstream/errors.js'
+import { VERSION } from './version.js'
+import { Deliveries, type DeliveriesOptions } from './webhooks/deliveries.js'
+import { EndpointStore } from './webhooks/endpoints.js'
+import { webhookEndpointRoutes } from './webhooks/routes.js'
+import { SecretBox } from './webhooks/secrets.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
 // app, which closes them again in `onClose`.
@@ -45,6 +50,8 @@ export interface GatewayOptions {
   onLease?: (keyId: string, granted: number) => void
   /** The event log's clock (tests of the retention move it). */
   eventsClock?: () => number
+  /** Tests resolve endpoint host names themselves. */
+  webhookHooks?: Pick<DeliveriesOptions, 'lookup'>
 }
 
 export interface Gateway {
@@ -71,6 +78,8 @@ export interface Gateway {
   credentials: CredentialService
   /** The event log: what publishers send to the admin port's POST /events, read at /v1/events. */
   events: EventLog
+  /** Webhook deliveries (with Redis only). */
+  deliveries: Deliveries | undefined
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -154,17 +163,39 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const events = new EventLog(eventStore, new EventTypes(config.events.types), {
     retentionDays: config.events.retentionDays, cachedEvents: config.events.cachedEvents, ...(options.eventsClock === undefined ? {} : { now: options.eventsClock }),
   })
+  // Webhooks need Redis: the endpoints and the delivery queue live there (docs/architecture.md, "Webhooks").
+  let deliveries: Deliveries | undefined
+  let webhooks: ((app: FastifyInstance) => Promise<void>) | undefined
+  if (redis !== undefined) {
+    const target = redisTarget(config)
+    const endpointStore = new EndpointStore(redis, config.redisPrefix)
+    const box = new SecretBox(config.webhooksSecretKey)
+    deliveries = new Deliveries({
+      settings: config.events, store: endpointStore, log: events, keys: keyStore, box, logger,
+      connection: () => createRedis({ ...target, name: 'gateway-webhooks', logger, role: 'subscriber' }),
+      work: config.eventsWorker !== 'off',
+      userAgent: `partner-gateway/${VERSION} webhooks`,
+      onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),
+      ...(tracing === undefined ? {} : { tracing }),
+      ...options.webhookHooks,
+    })
+    deliveries.start()
+    const started = deliveries
+    metrics.watchWebhooks(() => started.snapshot)
+    webhooks = webhookEndpointRoutes({ store: endpointStore, deliveries, log: events, box, idempotency, settings: config.events })
+  }
   const app = await buildApp({
     config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
     proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason), onIdempotency: (route, outcome) => metrics.idempotency(route, outcome) },
     idempotency, usage, credentials,
     events,
+    ...(webhooks === undefined ? {} : { webhooks }),
     ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
   const admin = await buildAdmin(metrics, {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
-    authenticator, tokens, startedAt: Date.now(),
+    authenticator, tokens, startedAt: Date.now(), ...(deliveries === undefined ? {} : { webhooks: () => deliveries?.snapshot }),
   }, {
     token: config.adminToken,
     docsUrl: config.docsUrl,
@@ -190,6 +221,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   app.addHook('onClose', async () => {
     // First, while Redis is still there: what was counted since the last flush (graceful shutdown loses nothing).
     await usage.close()
+    // Attempts in flight go back to the queue for another instance (or this one, restarted).
+    await deliveries?.close()
     await admin.close()
     redisMonitor?.stop()
     await store.close()
@@ -199,5 +232,5 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Last: every request's span has ended by now.
     await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries }
 }

@@ -33,6 +33,11 @@ for (const publisher of config.eventPublishers) {
     logger.warn({ publisher: publisher.name, variable: publisher.tokenEnv }, `${publisher.tokenEnv} is unset: every event publisher '${publisher.name}' sends is refused 401`)
   }
 }
+// Flags for tests and the demo only (docs/operations.md, "Webhooks"): say so at every start.
+if (config.events.allowPrivateTargets) logger.warn('events.allowPrivateTargets is set: webhooks may be delivered to loopback and internal addresses; for tests and the demo only')
+if (config.events.allowHttp) logger.warn('events.allowHttp is set: webhook endpoints may use plain http:; for tests and the demo only')
+// Info, not warn: every development start would print it. docs/operations.md, "Webhooks" says to set it.
+if (config.webhooksSecretKey === undefined) logger.info('WEBHOOKS_SECRET_KEY is unset: webhook signing secrets are sealed with a fixed development key; set it in production')
 if (config.tracing !== undefined) {
   // The collector's host only: its URL or headers may hold a credential.
   const { url, protocol, sampler, ratio } = config.tracing
@@ -57,5 +62,10 @@ closeWithGrace({ delay: timeoutMs }, async ({ signal, err }) => {
 })
 
 await admin.listen({ port: config.adminPort, host: config.adminHost })
-await app.listen({ port: config.port, host: config.host })
-logger.info({ url: `http://${config.host}:${config.port}`, admin: `http://${config.adminHost}:${config.adminPort}` }, 'gateway listening')
+// EVENTS_WORKER=only: a delivery instance, no public port.
+if (config.eventsWorker === 'only') {
+  logger.info({ admin: `http://${config.adminHost}:${config.adminPort}` }, 'delivering webhooks only (EVENTS_WORKER=only): no public port')
+} else {
+  await app.listen({ port: config.port, host: config.host })
+  logger.info({ url: `http://${config.host}:${config.port}`, admin: `http://${config.adminHost}:${config.adminPort}` }, 'gateway listening')
+}

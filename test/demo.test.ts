@@ -3,7 +3,7 @@ import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { generateHotels } from '../mocks/pms/data.js'
-import { REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+import { eventually, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
 
 // `npm run demo` as a newcomer runs it: the curl lines it prints must work as printed.
 
@@ -16,9 +16,9 @@ afterAll(async () => {
   redis.disconnect()
 })
 
-async function demo(env: Record<string, string>, check: (printed: string) => Promise<void>): Promise<void> {
+async function demo(env: Record<string, string>, check: (printed: string, now: () => string) => Promise<void>): Promise<void> {
   const child = spawn('npm', ['run', '--silent', 'demo'], {
-    env: { ...process.env, PORT: '0', ADMIN_PORT: '0', MOCK_PMS_PORT: '0', MOCK_IDP_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PORT: '0', ADMIN_PORT: '0', MOCK_PMS_PORT: '0', MOCK_IDP_PORT: '0', MOCK_WEBHOOK_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, signalled whole as Ctrl-C in a terminal would (npm does not
     // pass a signal on to the script it runs).
     detached: true,
@@ -31,7 +31,7 @@ async function demo(env: Record<string, string>, check: (printed: string) => Pro
     const deadline = Date.now() + 15_000
     while (!printed.includes('Ctrl-C stops it.') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
     expect(printed).toContain('Ctrl-C stops it.')
-    await check(printed)
+    await check(printed, () => printed)
   } finally {
     process.kill(-(child.pid as number), 'SIGINT')
     await exited
@@ -113,6 +113,18 @@ describe('npm run demo', () => {
 
   it('with Redis: prints curl lines that make a change and read the event it became', async () => {
     await demo({ REDIS_URL, REDIS_PREFIX: prefix }, eventLines)
+  })
+
+  it('with Redis: the stand-in receiver verifies and prints the webhooks the printed lines make', async () => {
+    await demo({ REDIS_URL, REDIS_PREFIX: prefix }, async (printed, now) => {
+      expect(printed).toMatch(/Webhooks: the demo key has endpoint we_[0-9A-Z]{26} for property\.updated and guest\.created/)
+      const changed = await curl(printed, '/__mock/hotels/') as { hotel: { hotel_uuid: string } }
+      const verified = (type: string, id: string): boolean => now().split('\n').some((l) => l.startsWith('[receiver] webhook verified: evt_') && l.includes(` ${type} `) && l.includes(id))
+      expect(await eventually(async () => verified('property.updated', changed.hotel.hotel_uuid), 20_000)).toBe(true)
+      const test = await curl(printed, "/test'") as { data: { eventId: string } }
+      expect(await eventually(async () => now().includes(`[receiver] webhook verified: ${test.data.eventId} webhook.test webhook_endpoint we_`), 20_000)).toBe(true)
+      expect(now()).not.toContain('webhook refused')
+    })
   })
 
   it('without Redis: says so plainly and serves from an in-memory key store', async () => {

@@ -31,6 +31,12 @@ export type ListGuestsQuery = QueryOf<operations['listGuests']>
 export type GetGuestQuery = QueryOf<operations['getGuestsByGuestId']>
 export type ListRoomsQuery = QueryOf<operations['listRooms']>
 export type CreateGuestBody = BodyOf<operations['createGuests']>
+export type WebhookEndpoint = components['schemas']['WebhookEndpoint']
+export type WebhookAttempt = components['schemas']['WebhookAttempt']
+export type ListWebhookEndpointsQuery = QueryOf<operations['listWebhookEndpoints']>
+export type ListWebhookDeliveriesQuery = QueryOf<operations['listWebhookEndpointDeliveries']>
+export type CreateWebhookEndpointBody = BodyOf<operations['createWebhookEndpoint']>
+export type UpdateWebhookEndpointBody = BodyOf<operations['updateWebhookEndpoint']>
 export type UpdateGuestBody = BodyOf<operations['updateGuestsByGuestId']>
 
 interface CommonOptions {
@@ -213,6 +219,36 @@ export class PartnerClient {
     /** Every event of every page (100 a page unless `perPage` says otherwise), until `total`: to catch up from `createdAfter`. */
     listAll: (query: ListEventsQuery = {}, options?: CallOptions): AsyncGenerator<Event, void, undefined> =>
       allItems(query.page ?? 1, (page) => this.events.list({ perPage: 100, ...query, page }, options)),
+  }
+
+  readonly webhookEndpoints = {
+    /** `GET /v1/webhook-endpoints`: one page of the credential's own endpoints, oldest first. */
+    list: (query: ListWebhookEndpointsQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listWebhookEndpoints']>>> =>
+      this.send('GET', '/v1/webhook-endpoints', (a) => this.api.GET('/v1/webhook-endpoints', { params: { query, header: this.ua }, ...a }), options),
+    /** `POST /v1/webhook-endpoints`, with an `Idempotency-Key`: the endpoint and its `secret`, shown only here (and on rotation). */
+    create: (body: CreateWebhookEndpointBody, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['createWebhookEndpoint']>>> =>
+      this.send('POST', '/v1/webhook-endpoints', (a) => this.api.POST('/v1/webhook-endpoints', { params: { header: this.ua }, body, ...a }), options),
+    /** `GET /v1/webhook-endpoints/{endpointId}`: one endpoint, without its secret. */
+    get: (endpointId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getWebhookEndpoint']>>> =>
+      this.send('GET', '/v1/webhook-endpoints/{endpointId}', (a) => this.api.GET('/v1/webhook-endpoints/{endpointId}', { params: { path: { endpointId }, header: this.ua }, ...a }), options),
+    /** `PATCH /v1/webhook-endpoints/{endpointId}`: its URL, types, description or status (`enabled` turns it on again). */
+    update: (endpointId: string, body: UpdateWebhookEndpointBody, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['updateWebhookEndpoint']>>> =>
+      this.send('PATCH', '/v1/webhook-endpoints/{endpointId}', (a) => this.api.PATCH('/v1/webhook-endpoints/{endpointId}', { params: { path: { endpointId }, header: this.ua }, body, ...a }), options),
+    /** `DELETE /v1/webhook-endpoints/{endpointId}`: its queued deliveries are dropped. */
+    delete: (endpointId: string, options?: CallOptions): Promise<ApiResponse<undefined>> =>
+      this.send('DELETE', '/v1/webhook-endpoints/{endpointId}', (a) => this.api.DELETE('/v1/webhook-endpoints/{endpointId}', { params: { path: { endpointId }, header: this.ua }, ...a }), options),
+    /** `POST …/rotate-secret`: a new secret; the old one keeps signing beside it for 24 hours. */
+    rotateSecret: (endpointId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['rotateWebhookEndpointSecret']>>> =>
+      this.send('POST', '/v1/webhook-endpoints/{endpointId}/rotate-secret', (a) => this.api.POST('/v1/webhook-endpoints/{endpointId}/rotate-secret', { params: { path: { endpointId }, header: this.ua }, ...a }), options),
+    /** `POST …/test`: sends a `webhook.test` event to this endpoint only. */
+    test: (endpointId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['testWebhookEndpoint']>>> =>
+      this.send('POST', '/v1/webhook-endpoints/{endpointId}/test', (a) => this.api.POST('/v1/webhook-endpoints/{endpointId}/test', { params: { path: { endpointId }, header: this.ua }, ...a }), options),
+    /** `GET …/deliveries`: one page of its attempts of the last 7 days, newest first. */
+    deliveries: (endpointId: string, query: ListWebhookDeliveriesQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listWebhookEndpointDeliveries']>>> =>
+      this.send('GET', '/v1/webhook-endpoints/{endpointId}/deliveries', (a) => this.api.GET('/v1/webhook-endpoints/{endpointId}/deliveries', { params: { path: { endpointId }, query, header: this.ua }, ...a }), options),
+    /** `POST /v1/events/{eventId}/redeliver`: queues a new delivery of a retained event to one of the credential's endpoints. */
+    redeliver: (eventId: string, endpointId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['redeliverEvent']>>> =>
+      this.send('POST', '/v1/events/{eventId}/redeliver', (a) => this.api.POST('/v1/events/{eventId}/redeliver', { params: { path: { eventId }, header: this.ua }, body: { endpointId }, ...a }), options),
   }
 
   readonly guests = {

@@ -1,4 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { DeliverySnapshot } from '../webhooks/deliveries.js'
+import type { AttemptOutcome } from '../webhooks/endpoints.js'
 import type { IdempotencyOutcome } from '../idempotency/records.js'
 import type { CacheResult } from '../properties/cache.js'
 import type { UpstreamOutcome } from '../upstream/errors.js'
@@ -40,6 +42,9 @@ export class Metrics {
   readonly traceSpansExported: Counter
   readonly traceSpansDropped: Counter<'reason'>
   private readonly eventsIngested: Counter<'publisher' | 'type' | 'outcome'>
+  private readonly webhookAttempts: Counter<'outcome'>
+  private readonly webhookAttemptSeconds: Histogram
+  private webhookSnapshot: (() => DeliverySnapshot | undefined) | undefined
   private readonly breakers = new Map<string, () => BreakerState>()
   private redisUp: (() => boolean) | undefined
   private healthy: (() => boolean) | undefined
@@ -109,6 +114,31 @@ export class Metrics {
     gauge('gateway_redis_up', 'Whether this instance reaches Redis: 1 up, 0 down', () => this.redisUp)
     gauge('gateway_healthy', 'Whether /v1/health answers healthy on this instance: 1 healthy, 0 unhealthy (Redis, event loop, draining)', () => this.healthy)
     gauge('gateway_load_shedding', 'Whether this instance sheds load now (503 to every API request): 1 shedding, 0 not', () => this.shedding)
+    this.webhookAttempts = new Counter({
+      name: 'gateway_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (another status, a redirect, a refused connection), blocked (an internal address), gone (410), timeout',
+      labelNames: ['outcome'], registers: [this.registry],
+    })
+    this.webhookAttemptSeconds = new Histogram({
+      name: 'gateway_webhook_attempt_duration_seconds', help: 'How long a webhook delivery attempt took, to its answer or its failure',
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30], registers: [this.registry],
+    })
+    // From the deliveries' snapshot (refreshed every few seconds), not a Redis read per scrape.
+    const snapshotOf = (): DeliverySnapshot | undefined => this.webhookSnapshot?.()
+    const snapshotGauge = (name: string, help: string, labelNames: string[], set: (gauge: Gauge, snapshot: DeliverySnapshot) => void): void => {
+      new Gauge({
+        name, help, labelNames, registers: [this.registry],
+        collect() {
+          const snapshot = snapshotOf()
+          if (snapshot !== undefined) set(this, snapshot)
+        },
+      })
+    }
+    snapshotGauge('gateway_webhook_pending', 'Webhook deliveries queued, waiting for a retry or in flight', [], (g, s) => g.set(s.pending))
+    snapshotGauge('gateway_webhook_oldest_pending_seconds', 'How long the oldest queued webhook delivery has waited since it was queued', [], (g, s) => g.set(s.oldestPendingSeconds))
+    snapshotGauge('gateway_webhook_endpoints', 'Webhook endpoints by status: enabled, disabled', ['status'], (g, s) => {
+      for (const [status, count] of Object.entries(s.endpoints)) g.set({ status }, count)
+    })
     this.shedRequests = new Counter({
       name: 'gateway_shed_requests_total', help: 'Requests answered 503 because the instance was overloaded', registers: [this.registry],
     })
@@ -160,6 +190,16 @@ export class Metrics {
 
   watchBreaker(upstream: string, state: () => BreakerState): void {
     this.breakers.set(upstream, state)
+  }
+
+  /** One webhook delivery attempt (docs/operations.md, "Webhooks"). */
+  webhookAttempt(outcome: AttemptOutcome, seconds: number): void {
+    this.webhookAttempts.inc({ outcome })
+    this.webhookAttemptSeconds.observe(seconds)
+  }
+
+  watchWebhooks(snapshot: () => DeliverySnapshot | undefined): void {
+    this.webhookSnapshot = snapshot
   }
 
   watchRedis(up: () => boolean): void {

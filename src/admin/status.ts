@@ -4,6 +4,7 @@ import type { TokenAuthenticator } from '../oauth/tokens.js'
 import type { RedisMonitor } from '../redis.js'
 import type { BreakerState, Upstream } from '../upstream/upstream.js'
 import { VERSION } from '../version.js'
+import type { DeliverySnapshot } from '../webhooks/deliveries.js'
 
 // GET /status on the admin port (docs/operations.md, "Status"): what an SRE needs without
 // reading logs.
@@ -18,6 +19,8 @@ export interface StatusSources {
   /** Access tokens; absent in tests that build the admin app alone. */
   tokens?: TokenAuthenticator
   startedAt: number
+  /** Webhook deliveries, as last read; absent without Redis. */
+  webhooks?: () => DeliverySnapshot | undefined
 }
 
 export function statusReport(sources: StatusSources) {
@@ -53,5 +56,7 @@ export function statusReport(sources: StatusSources) {
     cache,
     // Per token issuer: its signing keys held, when they were fetched, the last failure.
     ...(sources.tokens === undefined ? {} : { oauth: sources.tokens.status() }),
+    // The webhook queue (docs/operations.md, "Webhooks"); null until first read or while Redis does not answer.
+    ...(sources.webhooks === undefined ? {} : { events: sources.webhooks() ?? null }),
   }
 }

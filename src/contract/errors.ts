@@ -123,6 +123,10 @@ export const errorCatalog = {
     status: 404, title: 'Event not found',
     tip: 'Use an id returned by GET /v1/events with this credential; events are kept for a limited time (see the API reference) and each credential sees only the events of its mode, brand, properties and scopes.',
   },
+  WEBHOOK_ENDPOINT_NOT_FOUND: {
+    status: 404, title: 'Webhook endpoint not found',
+    tip: 'Use an id returned by GET /v1/webhook-endpoints with this credential; each credential sees only the endpoints it created.',
+  },
   METHOD_NOT_ALLOWED: {
     status: 405, title: 'Method not allowed',
     tip: 'Use one of the methods in the `Allow` header.',
@@ -138,6 +142,10 @@ export const errorCatalog = {
   IDEMPOTENCY_KEY_IN_USE: {
     status: 409, title: 'Idempotency key in use',
     tip: 'A request with this Idempotency-Key is still being processed; wait the seconds given in `Retry-After` and send the same request again to get its answer.',
+  },
+  WEBHOOK_ENDPOINT_LIMIT_REACHED: {
+    status: 409, title: 'Webhook endpoint limit reached',
+    tip: 'This credential has as many webhook endpoints as it may; delete one it no longer needs, or subscribe an existing endpoint to more event types.',
   },
   PAYLOAD_TOO_LARGE: {
     status: 413, title: 'Payload too large',

@@ -46,7 +46,10 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   SERVICE_UNAVAILABLE: 'A service behind the API is down, slow or overloaded, this instance is shutting down, or a request with an `Idempotency-Key` came while its record could not be checked (it was not forwarded). `Retry-After` says when to try again.',
   // Credentials over their life.
   IP_NOT_ALLOWED: 'The credential is valid and active, but it may only be used from the addresses registered for it, and this request came from another; `detail` names the address the API saw (through the proxies it trusts), never the registered list.',
-  UNKNOWN_BODY_FIELD: 'A JSON body of the gateway\'s own (the credentials API of the admin port) names a field the operation does not take. Names are case-sensitive: where a known name matches ignoring case, the field error suggests it.',
-  VALIDATION_FAILED: 'A JSON body or query of the gateway\'s own (the credentials API of the admin port) has fields with bad values: one field error per field.',
+  UNKNOWN_BODY_FIELD: 'A JSON body of the gateway\'s own (the webhook endpoints API, or the credentials API of the admin port) names a field the operation does not take. Names are case-sensitive: where a known name matches ignoring case, the field error suggests it.',
+  VALIDATION_FAILED: 'A JSON body or query of the gateway\'s own (the webhook endpoints API, or the credentials API of the admin port) has fields with bad values: one field error per field (a webhook URL that is not https, holds a user name, is too long or names an internal address: `NOT_ALLOWED`; an unknown event type: `INVALID_ENUM_VALUE`; a missing field or no event type: `REQUIRED`).',
+  // Webhooks.
+  WEBHOOK_ENDPOINT_NOT_FOUND: 'No webhook endpoint of your credential has this id: it was deleted, never existed, or belongs to another credential (endpoints belong to the credential that made them).',
+  WEBHOOK_ENDPOINT_LIMIT_REACHED: 'Your credential has as many webhook endpoints as it may (10 unless your operator set otherwise); delete one, or subscribe an existing endpoint to more types.',
   CREDENTIAL_NOT_FOUND: 'The credentials API of the admin port was asked about an id that no API key or client grant has (never issued, or revoked).',
 }

@@ -8,7 +8,7 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { ulidPattern } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, EVENT_ID_PREFIX, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, webhookRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -164,6 +164,67 @@ function eventSchema(types: readonly { type: string; scope: string }[]): JsonObj
   }
 }
 
+/** The bodies of the webhook endpoints API, by `<method> <path>`. */
+const WEBHOOK_BODIES: Record<string, { schema: string; required: boolean }> = {
+  [`POST ${webhookRoutes.webhookEndpoints.path}`]: { schema: 'WebhookEndpointCreate', required: true },
+  [`PATCH ${webhookRoutes.webhookEndpoint.path}`]: { schema: 'WebhookEndpointUpdate', required: true },
+  [`POST ${webhookRoutes.rotateWebhookSecret.path}`]: { schema: 'NoFields', required: false },
+  [`POST ${webhookRoutes.testWebhookEndpoint.path}`]: { schema: 'NoFields', required: false },
+  [`POST ${webhookRoutes.redeliverEvent.path}`]: { schema: 'WebhookRedelivery', required: true },
+}
+
+function webhookSchemas(types: readonly string[]): JsonObject {
+  const envelope = (data: JsonObject, collection = false): JsonObject => ({
+    type: 'object', additionalProperties: false, required: ['data', 'meta'], properties: { data, meta: schemaRef(collection ? 'CollectionMeta' : 'Meta') },
+  })
+  const endpointId = { type: 'string', pattern: ulidPattern(ENDPOINT_ID_PREFIX).source, description: 'The endpoint\'s id.' }
+  const eventTypes = { type: 'array', minItems: 1, maxItems: 100, items: { type: 'string', ...(types.length === 0 ? {} : { enum: [...types] }) }, description: 'The event types to deliver; your credential needs the scope of each.' }
+  const url = { type: 'string', maxLength: 2048, description: 'An https URL, without user name or password, that is not an internal address.' }
+  const description = { type: ['string', 'null'], maxLength: 500 }
+  const endpoint: JsonObject = {
+    type: 'object', additionalProperties: false, required: ['id', 'url', 'eventTypes', 'description', 'status', 'disabledReason', 'createdAt', 'updatedAt'],
+    properties: {
+      id: endpointId, url: { type: 'string' }, eventTypes: { type: 'array', items: { type: 'string' } }, description,
+      status: { type: 'string', enum: ['enabled', 'disabled'] },
+      disabledReason: { type: ['string', 'null'], enum: ['gone', 'failing', 'partner', null], description: '`gone`: it answered 410; `failing`: its attempts failed throughout; `partner`: you disabled it.' },
+      createdAt: { type: 'string', pattern: UTC_MILLIS.source }, updatedAt: { type: 'string', pattern: UTC_MILLIS.source },
+    },
+  }
+  const withSecret: JsonObject = {
+    ...endpoint,
+    required: [...(endpoint.required as string[]), 'secret'],
+    properties: { ...(endpoint.properties as JsonObject), secret: { type: 'string', pattern: '^whsec_[A-Za-z0-9+/]{43}=$', description: 'The signing secret: verify each delivery\'s `webhook-signature` with it.' } },
+  }
+  return {
+    WebhookEndpoint: endpoint,
+    WebhookEndpointWithSecret: withSecret,
+    WebhookEndpointResponse: envelope(schemaRef('WebhookEndpoint')),
+    WebhookEndpointWithSecretResponse: envelope(schemaRef('WebhookEndpointWithSecret')),
+    WebhookEndpointListResponse: envelope({ type: 'array', items: schemaRef('WebhookEndpoint') }, true),
+    WebhookAttempt: {
+      type: 'object', additionalProperties: false, required: ['eventId', 'attempt', 'at', 'status', 'outcome', 'durationMs'],
+      properties: {
+        eventId: { type: 'string', pattern: ulidPattern(EVENT_ID_PREFIX).source }, attempt: { type: 'integer', minimum: 1 },
+        at: { type: 'string', pattern: UTC_MILLIS.source }, status: { type: ['integer', 'null'], description: 'The HTTP status received (a 3xx included), or null.' },
+        outcome: { type: 'string', enum: ['delivered', 'failed', 'blocked', 'gone', 'timeout'] }, durationMs: { type: 'integer', minimum: 0 },
+      },
+    },
+    WebhookAttemptListResponse: envelope({ type: 'array', items: schemaRef('WebhookAttempt') }, true),
+    WebhookTestQueued: envelope({ type: 'object', additionalProperties: false, required: ['eventId'], properties: { eventId: { type: 'string', pattern: ulidPattern(EVENT_ID_PREFIX).source } } }),
+    WebhookRedeliveryQueued: envelope({
+      type: 'object', additionalProperties: false, required: ['eventId', 'endpointId'],
+      properties: { eventId: { type: 'string', pattern: ulidPattern(EVENT_ID_PREFIX).source }, endpointId },
+    }),
+    WebhookEndpointCreate: { type: 'object', additionalProperties: false, required: ['url', 'eventTypes'], properties: { url, eventTypes, description } },
+    WebhookEndpointUpdate: {
+      type: 'object', additionalProperties: false,
+      properties: { url, eventTypes, description, status: { type: 'string', enum: ['enabled', 'disabled'], description: '`enabled` turns a disabled endpoint on again.' } },
+    },
+    WebhookRedelivery: { type: 'object', additionalProperties: false, required: ['endpointId'], properties: { endpointId } },
+    NoFields: { type: 'object', additionalProperties: false, properties: {} },
+  }
+}
+
 function components(source: DocumentSource): JsonObject {
   const meta = {
     requestId: { type: 'string', description: 'The same value as the `Service-Request-Id` header' },
@@ -204,6 +265,7 @@ function components(source: DocumentSource): JsonObject {
         type: 'object', additionalProperties: false, required: ['data', 'meta'],
         properties: { data: { type: 'array', items: schemaRef('Event') }, meta: schemaRef('CollectionMeta') },
       },
+      ...webhookSchemas(eventTypesOf(source).map((t) => t.type)),
       ServiceResponse: {
         type: 'object',
         description: "The service's own answer, passed on unchanged: an envelope of `data` and `meta`",
@@ -409,6 +471,19 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
       return [['200', { description: 'The event.', headers: headersOf(policy, 200), content: json(schemaRef('EventResponse')) }]]
     case 'events':
       return [['200', { description: 'One page of the events, oldest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('EventListResponse')) }]]
+    case 'webhookEndpoint':
+      return [[String(success.status), {
+        description: success.secret ? 'The endpoint, with its signing `secret`: shown only now; keep it.' : 'The endpoint.',
+        headers: headersOf(policy, success.status), content: json(schemaRef(success.secret ? 'WebhookEndpointWithSecretResponse' : 'WebhookEndpointResponse')),
+      }]]
+    case 'webhookEndpoints':
+      return [['200', { description: 'One page of your credential\'s endpoints, oldest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('WebhookEndpointListResponse')) }]]
+    case 'webhookDeliveries':
+      return [['200', { description: 'One page of the endpoint\'s attempts of the last 7 days, newest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('WebhookAttemptListResponse')) }]]
+    case 'webhookQueued':
+      return [['202', { description: 'The delivery is queued.', headers: headersOf(policy, 202), content: json(schemaRef(success.schema)) }]]
+    case 'noContent':
+      return [['204', { description: 'Done; no body.', headers: headersOf(policy, 204) }]]
     case 'service': {
       const main: JsonObject = success.status === 204
         ? { description: 'Done; no body.', headers: headersOf(policy, 204) }
@@ -427,6 +502,8 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
 }
 
 function tagOf(policy: RoutePolicy): string {
+  // One word: the reference's navigation links are made of the tag as written.
+  if (policy.kind === 'facade' && policy.path.startsWith('/v1/webhook-endpoints')) return 'Webhooks'
   return (policy.path.split('/')[2] ?? 'api').split('-').map(capital).join(' ')
 }
 
@@ -435,7 +512,19 @@ const VERB: Record<Method, string> = { GET: 'get', POST: 'create', PUT: 'replace
 const capital = (word: string): string => word.charAt(0).toUpperCase() + word.slice(1)
 
 /** `listProperties`, `getProperty`, `getHealth`; declared routes: `listGuests`, `updateGuestsByGuestId`. */
+const WEBHOOK_OPERATIONS: Record<string, Partial<Record<Method, string>>> = {
+  [webhookRoutes.webhookEndpoints.path]: { GET: 'listWebhookEndpoints', POST: 'createWebhookEndpoint' },
+  [webhookRoutes.webhookEndpoint.path]: { GET: 'getWebhookEndpoint', PATCH: 'updateWebhookEndpoint', DELETE: 'deleteWebhookEndpoint' },
+  [webhookRoutes.rotateWebhookSecret.path]: { POST: 'rotateWebhookEndpointSecret' },
+  [webhookRoutes.testWebhookEndpoint.path]: { POST: 'testWebhookEndpoint' },
+  [webhookRoutes.listWebhookDeliveries.path]: { GET: 'listWebhookEndpointDeliveries' },
+  [webhookRoutes.redeliverEvent.path]: { POST: 'redeliverEvent' },
+}
+
+/** Unique per operation: a path with several methods has one id per method. */
 function operationId(policy: RoutePolicy, method: Method): string {
+  const webhook = policy.kind === 'facade' ? WEBHOOK_OPERATIONS[policy.path]?.[method] : undefined
+  if (webhook !== undefined) return webhook
   const builtIn = Object.entries(builtInRoutes).find(([, p]) => p.path === policy.path)?.[0]
   if (builtIn !== undefined) return builtIn === 'health' ? 'getHealth' : builtIn
   const segments = policy.path.split('/').slice(2)
@@ -452,6 +541,8 @@ function summaryOf(policy: RoutePolicy, method: Method): string {
   if (success.kind === 'credential') return 'The credential in use'
   if (success.kind === 'event') return 'Get an event'
   if (success.kind === 'events') return 'List events'
+  const webhook = policy.kind === 'facade' ? WEBHOOK_OPERATIONS[policy.path]?.[method] : undefined
+  if (webhook !== undefined) return webhook.replace(/([A-Z])/g, ' $1').toLowerCase().replace(/^./, (c) => c.toUpperCase())
   return `${method} ${policy.path}`
 }
 
@@ -471,6 +562,10 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
       + ' events may come twice and out of order, so process each `id` once. A page past the end is an empty `data` with the true `total`.')
   }
   if (success.kind === 'event') parts.push('One event your credential sees; an event it may not see is answered as one that does not exist (404 `EVENT_NOT_FOUND`).')
+  if (policy.kind === 'facade' && WEBHOOK_OPERATIONS[policy.path] !== undefined) {
+    parts.push('Webhook endpoints belong to the credential that made them; another credential\'s are not found (404 `WEBHOOK_ENDPOINT_NOT_FOUND`).'
+      + ' Deliveries are signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`, `webhook-signature`); see the partner guide, "Webhooks".')
+  }
   if (policy.kind === 'proxy') parts.push('Forwarded to the service behind this route after the checks below; its answer is passed on.')
   if (policy.scope === 'brand') parts.push('Brand-wide: the host name selects the brand; no `Service-Property-Id`.')
   if (policy.scope === 'property') parts.push('Property-scoped: `Service-Property-Id` names the property.')
@@ -536,6 +631,7 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
     }
   }
   const body = policy.body !== 'none' && BODY_METHODS.has(method) ? policy.body : undefined
+  const ownBody = policy.kind === 'facade' ? WEBHOOK_BODIES[`${method} ${policy.path}`] : undefined
   return {
     operationId: operationId(policy, method),
     summary: summaryOf(policy, method),
@@ -543,7 +639,10 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
     tags: [tagOf(policy)],
     security: securityOf(policy, method, source),
     parameters,
-    ...(body !== undefined
+    ...(body !== undefined && ownBody !== undefined
+      ? { requestBody: { required: ownBody.required, description: `JSON, at most ${body.maxBytes} bytes.`, content: { 'application/json': { schema: schemaRef(ownBody.schema) } } } }
+      : {}),
+    ...(body !== undefined && ownBody === undefined
       ? { requestBody: { required: false, description: `JSON, at most ${body.maxBytes} bytes; the service checks its fields.`, content: { 'application/json': { schema: {} } } } }
       : {}),
     responses,

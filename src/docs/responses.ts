@@ -1,5 +1,5 @@
 import { errorCatalog, type ErrorCode } from '../contract/errors.js'
-import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, scopeOf, type Method, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, scopeOf, webhookRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
 // (docs/architecture.md, "Order of checks"). The OpenAPI document, the error pages and the
@@ -17,13 +17,17 @@ const takesBody: Condition = (p, m) => p.body !== 'none' && BODY_METHODS.has(m)
 const isGetProperty = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getProperty.path
 const isGetCredential = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getCredential.path
 const isGetEvent = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getEvent.path
+const WEBHOOK_PATHS: ReadonlySet<string> = new Set(Object.values(webhookRoutes).map((p) => p.path))
+/** A route of the webhook endpoints API (their bodies are the gateway's own). */
+const isWebhookRoute = (p: RoutePolicy): boolean => p.kind === 'facade' && WEBHOOK_PATHS.has(p.path)
+const namesEndpoint = (p: RoutePolicy, m: Method): boolean => isWebhookRoute(p) && ('endpointId' in p.pathParams || p.path === webhookRoutes.redeliverEvent.path) && !(m === 'GET' && p.path === webhookRoutes.webhookEndpoints.path)
 
 /**
  * Codes answered on the admin port only, never by a public route: to publishers of events, and
- * by the credentials API (the gateway's own JSON bodies there; docs/operations.md, "The
- * credentials API").
+ * by the credentials API (docs/operations.md, "The credentials API"). The body codes
+ * (UNKNOWN_BODY_FIELD, VALIDATION_FAILED) answer there and on the webhook endpoints API.
  */
-export const ADMIN_PORT_CODES: ReadonlySet<ErrorCode> = new Set(['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND', 'INVALID_EVENT'])
+export const ADMIN_PORT_CODES: ReadonlySet<ErrorCode> = new Set(['CREDENTIAL_NOT_FOUND', 'INVALID_EVENT'])
 
 const conditional: Partial<Record<ErrorCode, Condition>> = {
   // 3. headers and body framing (routes with a key only). MISSING_REQUIRED_HEADER and
@@ -60,7 +64,12 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   PROPERTY_ACCESS_DENIED: (p) => p.scope === 'property' || isGetProperty(p),
   PROPERTY_NOT_FOUND: (p) => p.scope === 'property' || isGetProperty(p),
   // Events: an id the credential does not see.
-  EVENT_NOT_FOUND: isGetEvent,
+  EVENT_NOT_FOUND: (p) => isGetEvent(p) || p.path === webhookRoutes.redeliverEvent.path,
+  // Webhook endpoints: the gateway's own bodies, and endpoints of the credential's own.
+  UNKNOWN_BODY_FIELD: (p, m) => isWebhookRoute(p) && takesBody(p, m),
+  VALIDATION_FAILED: (p, m) => isWebhookRoute(p) && takesBody(p, m),
+  WEBHOOK_ENDPOINT_NOT_FOUND: namesEndpoint,
+  WEBHOOK_ENDPOINT_LIMIT_REACHED: (p, m) => p.path === webhookRoutes.webhookEndpoints.path && m === 'POST',
   ...Object.fromEntries([...ADMIN_PORT_CODES].map((code) => [code, () => false])),
 }
 
@@ -92,6 +101,12 @@ export type Success =
   | { kind: 'credential' }
   | { kind: 'event' }
   | { kind: 'events' }
+  /** A webhook endpoint (with its secret when `secret`), a page of them, a page of attempts, a queued delivery, or nothing (204). */
+  | { kind: 'webhookEndpoint'; status: 200 | 201; secret: boolean }
+  | { kind: 'webhookEndpoints' }
+  | { kind: 'webhookDeliveries' }
+  | { kind: 'webhookQueued'; schema: 'WebhookTestQueued' | 'WebhookRedeliveryQueued' }
+  | { kind: 'noContent' }
   /** A declared route: the service's own JSON, passed on. */
   | { kind: 'service'; status: number }
 
@@ -102,6 +117,13 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
     if (isGetCredential(policy)) return { kind: 'credential' }
     if (isGetEvent(policy)) return { kind: 'event' }
     if (policy.path === builtInRoutes.listEvents.path) return { kind: 'events' }
+    const w = webhookRoutes
+    if (policy.path === w.webhookEndpoints.path) return method === 'POST' ? { kind: 'webhookEndpoint', status: 201, secret: true } : { kind: 'webhookEndpoints' }
+    if (policy.path === w.webhookEndpoint.path) return method === 'DELETE' ? { kind: 'noContent' } : { kind: 'webhookEndpoint', status: 200, secret: false }
+    if (policy.path === w.rotateWebhookSecret.path) return { kind: 'webhookEndpoint', status: 200, secret: true }
+    if (policy.path === w.testWebhookEndpoint.path) return { kind: 'webhookQueued', schema: 'WebhookTestQueued' }
+    if (policy.path === w.redeliverEvent.path) return { kind: 'webhookQueued', schema: 'WebhookRedeliveryQueued' }
+    if (policy.path === w.listWebhookDeliveries.path) return { kind: 'webhookDeliveries' }
     return { kind: 'properties' }
   }
   return { kind: 'service', status: method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200 }
@@ -112,5 +134,6 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
  * `eventTypes`, the public event types of its config, are what `GET /v1/events` filters by.
  */
 export function publicRoutes(declared: readonly RoutePolicy[], eventTypes: readonly string[] = []): RoutePolicy[] {
-  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, eventListPolicy(eventTypes), builtInRoutes.getEvent, ...declared]
+  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, eventListPolicy(eventTypes), builtInRoutes.getEvent,
+    ...Object.values(webhookRoutes), ...declared]
 }

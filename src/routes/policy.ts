@@ -104,7 +104,7 @@ export function scopeOf(policy: RoutePolicy, method: string): string | undefined
 /** Every scope the routes need, sorted: the scopes a credential can be given. */
 export function knownScopes(declared: readonly RoutePolicy[]): string[] {
   const all = new Set<string>()
-  for (const policy of [...Object.values(builtInRoutes), ...declared]) for (const scope of Object.values(policy.scopes)) all.add(scope)
+  for (const policy of [...Object.values(builtInRoutes), ...Object.values(webhookRoutes), ...declared]) for (const scope of Object.values(policy.scopes)) all.add(scope)
   return [...all].sort()
 }
 
@@ -177,7 +177,8 @@ export function policyProblems(policy: RoutePolicy): string[] {
     if (!policy.auth) problems.push('takes no credential but names a scope')
     else if (!policy.methods.includes(method as Method)) problems.push(`names a scope for ${method}, which it does not take`)
   }
-  if (policy.idempotency !== undefined && (policy.kind !== 'proxy' || !policy.methods.some((m) => IDEMPOTENCY_METHODS.has(m)))) {
+  // The gateway's own POSTs (webhook endpoints) honour the header as declared routes do.
+  if (policy.idempotency !== undefined && !policy.methods.some((m) => IDEMPOTENCY_METHODS.has(m))) {
     problems.push('idempotency applies only to declared routes with POST or PATCH')
   }
   if (policy.kind === 'proxy') {
@@ -256,6 +257,41 @@ export const builtInRoutes = {
   getEvent: {
     kind: 'facade', path: '/v1/events/{eventId}', methods: ['GET'], scope: 'brand', auth: true,
     query: {}, pathParams: { eventId: { type: 'ulid', prefix: EVENT_ID_PREFIX } }, body: 'none', upstreams: [], scopes: { GET: 'events:read' },
+  },
+} as const satisfies Record<string, RoutePolicy>
+
+/** The prefix of a webhook endpoint's id. */
+export const ENDPOINT_ID_PREFIX = 'we_'
+
+const WEBHOOK_BODY: RoutePolicy['body'] = { maxBytes: 64 * 1024 }
+const endpointParam: ParamsSpec = { endpointId: { type: 'ulid', prefix: ENDPOINT_ID_PREFIX } }
+
+// Webhook endpoints (docs/partners.md, "Webhooks"): the gateway's own JSON bodies, validated
+// by the gateway; POSTs honour Idempotency-Key. They read no upstream.
+export const webhookRoutes = {
+  webhookEndpoints: {
+    kind: 'facade', path: '/v1/webhook-endpoints', methods: ['GET', 'POST'], scope: 'brand', auth: true,
+    query: pageRules, pathParams: {}, body: WEBHOOK_BODY, upstreams: [], scopes: { GET: 'webhooks:read', POST: 'webhooks:write' }, idempotency: 'optional',
+  },
+  webhookEndpoint: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}', methods: ['GET', 'PATCH', 'DELETE'], scope: 'brand', auth: true,
+    query: {}, pathParams: endpointParam, body: WEBHOOK_BODY, upstreams: [], scopes: { GET: 'webhooks:read', PATCH: 'webhooks:write', DELETE: 'webhooks:write' },
+  },
+  rotateWebhookSecret: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}/rotate-secret', methods: ['POST'], scope: 'brand', auth: true,
+    query: {}, pathParams: endpointParam, body: WEBHOOK_BODY, upstreams: [], scopes: { POST: 'webhooks:write' }, idempotency: 'optional',
+  },
+  testWebhookEndpoint: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}/test', methods: ['POST'], scope: 'brand', auth: true,
+    query: {}, pathParams: endpointParam, body: WEBHOOK_BODY, upstreams: [], scopes: { POST: 'webhooks:write' }, idempotency: 'optional',
+  },
+  listWebhookDeliveries: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}/deliveries', methods: ['GET'], scope: 'brand', auth: true,
+    query: pageRules, pathParams: endpointParam, body: 'none', upstreams: [], scopes: { GET: 'webhooks:read' },
+  },
+  redeliverEvent: {
+    kind: 'facade', path: '/v1/events/{eventId}/redeliver', methods: ['POST'], scope: 'brand', auth: true,
+    query: {}, pathParams: { eventId: { type: 'ulid', prefix: EVENT_ID_PREFIX } }, body: WEBHOOK_BODY, upstreams: [], scopes: { POST: 'webhooks:write' }, idempotency: 'optional',
   },
 } as const satisfies Record<string, RoutePolicy>
 

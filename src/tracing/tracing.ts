@@ -199,6 +199,16 @@ export class Tracing {
     return this.tracer.startSpan(name, { kind: SpanKind.SERVER }, parent === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, parent))
   }
 
+  /**
+   * A client span of one webhook delivery attempt: the root of its own trace (an attempt may
+   * come hours after the event), linked to the trace the publisher sent the event with, when it
+   * sent one. The caller sets its attributes and ends it.
+   */
+  startLinkedClientSpan(name: string, traceparent: string | undefined): Span {
+    const linked = remoteContext(traceparent)
+    return this.tracer.startSpan(name, { kind: SpanKind.CLIENT, root: true, links: linked === undefined ? [] : [{ context: linked }] }, ROOT_CONTEXT)
+  }
+
   /** Exports what is left, for at most CLOSE_FLUSH_MS, and stops. */
   async close(): Promise<void> {
     let timer: NodeJS.Timeout | undefined

@@ -133,7 +133,7 @@ describe('keys update, on running instances', () => {
   })
 
   it.each([
-    [['--scopes', 'everything'], "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, rooms:read)"],
+    [['--scopes', 'everything'], "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, rooms:read, webhooks:read, webhooks:write)"],
     [['--properties', 'not-a-uuid'], "malformed property UUID 'not-a-uuid'"],
     [['--expires-at', 'tomorrow'], "--expires-at 'tomorrow' is not an ISO 8601 date-time"],
     [['--rate-limit', '0'], '--rate-limit takes a whole number of requests above 0'],

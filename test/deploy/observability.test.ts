@@ -60,6 +60,9 @@ describe('alert rules (deploy/prometheus/alerts.yml)', () => {
       ['GatewayInstancesUnhealthy', 'warning'],
       ['GatewayAuthFailureSpike', 'warning'],
       ['GatewayJwksRefreshFailing', 'warning'],
+      ['GatewayWebhookBacklogOld', 'warning'],
+      ['GatewayWebhookFailureRatio', 'warning'],
+      ['GatewayWebhookBlockedAttempts', 'warning'],
     ])
   })
 
@@ -107,6 +110,7 @@ describe('dashboard (deploy/grafana/gateway-dashboard.json)', () => {
       'Request rate by route', 'Error ratio by route', 'Errors by status and code', 'Latency by route (p50, p90, p99)',
       'Circuit breaker state', 'Upstream calls by outcome', 'Read cache hit ratio', 'Quota rejections', 'Authentication failures by code',
       'Redis reachable', 'Load shedding',
+      'Webhook attempts by outcome', 'Webhook backlog', 'Webhook attempt latency (p50, p99)', 'Webhook endpoints by status',
     ]))
   })
 

@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
-import type { FileConfigInput } from '../../src/config.js'
+import type { Config, FileConfigInput } from '../../src/config.js'
 import { createGateway, type Gateway, type GatewayOptions } from '../../src/gateway.js'
 import { RedisKeyStore, type KeyStore, type NewKey } from '../../src/keys/store.js'
 import { MockPms } from '../../mocks/pms/server.js'
@@ -96,8 +96,8 @@ export class TestGateway {
   }
 
   /** Another instance of the same gateway: same config, Redis namespace and stand-ins, its own socket. */
-  async twin(): Promise<{ gateway: Gateway; url: string; close: () => Promise<void> }> {
-    const gateway = await createGateway({ config: this.gateway.app.gatewayConfig, logger: this.logs.logger })
+  async twin(change: Partial<Config> = {}): Promise<{ gateway: Gateway; url: string; close: () => Promise<void> }> {
+    const gateway = await createGateway({ config: { ...this.gateway.app.gatewayConfig, ...change }, logger: this.logs.logger })
     await gateway.app.listen({ port: 0, host: '127.0.0.1' })
     if (gateway.redis !== undefined && gateway.redis.status !== 'ready') await once(gateway.redis, 'ready')
     const url = `http://127.0.0.1:${(gateway.app.server.address() as { port: number }).port}`

@@ -2,10 +2,12 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generateHotels, type Hotel } from '../../mocks/pms/data.js'
 import { GUEST_COUNTS } from '../../mocks/service/data.js'
-import { ApiError, PartnerClient, type RetryInfo } from '../../sdk/src/index.js'
+import { ApiError, PartnerClient, verifyWebhook, type RetryInfo } from '../../sdk/src/index.js'
 import { startWithService, type Setup } from '../helpers/declared.js'
 import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
+import { Receiver } from '../helpers/receiver.js'
 import { eventually } from '../helpers/redis.js'
+import { WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 import { UUID_V4, watchedFetch } from './helpers.js'
 
 // The client (sdk/) against a gateway on a real socket, with the stand-in PMS and bookings
@@ -38,7 +40,7 @@ async function rejection(promise: Promise<unknown>): Promise<ApiError> {
 
 beforeAll(async () => {
   // A long bound on calls to the service: a test holds one in flight for seconds.
-  s = await startWithService({ bookings: { timeoutMs: 10_000 }, env: PUBLISHER_TOKENS })
+  s = await startWithService({ bookings: { timeoutMs: 10_000 }, env: PUBLISHER_TOKENS, config: webhookConfig() })
   seeded = acmeActive(s.t.pms.hotels)[0] as string
   // The stand-in PMS seeds 33 active acme hotels; more of them, over its control API, make 230.
   const more = generateHotels(7, 4).filter((h) => h.chain_code === 'ACME').slice(0, ACTIVE - acmeActive(s.t.pms.hotels).length)
@@ -168,6 +170,42 @@ describe('events', () => {
     expect(one.data).toMatchObject({ id: published[0], type: 'property.updated', mode: 'live', propertyId: properties[0], object: { type: 'property', id: properties[0], path: `/v1/properties/${properties[0]}` } })
     const missing = await rejection(c.events.get('evt_00000000000000000000000000'))
     expect({ status: missing.status, code: missing.code }).toEqual({ status: 404, code: 'EVENT_NOT_FOUND' })
+  })
+})
+
+describe('webhook endpoints', () => {
+  it('create shows the secret; a delivery the gateway makes to a loopback receiver passes verifyWebhook; deliveries and redeliver', async () => {
+    const receiver = await new Receiver().listen()
+    try {
+      const { client: c, sent } = client()
+      const created = await c.webhookEndpoints.create({ url: `${receiver.url}/partner`, eventTypes: ['property.updated'] })
+      expect(created.status).toBe(201)
+      expect(sent[0]?.headers.get('idempotency-key')).toMatch(UUID_V4)
+      const { id, secret } = created.data
+      // The events test above may have opened the admin listener already.
+      const server = s.t.gateway.admin.server
+      const admin = server.listening ? `http://127.0.0.1:${(server.address() as { port: number }).port}` : await listenAdmin(s.t.gateway)
+      const [event] = accepted(await publish(admin, hotelChanged(properties[0] as string)))
+      const eventId = event?.eventId as string
+      expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+      const [delivery] = receiver.of(eventId)
+      const verified = verifyWebhook(delivery?.body as string, delivery?.headers as Record<string, string>, secret)
+      expect(verified).toEqual((await c.events.get(eventId)).data)
+      const rotated = (await c.webhookEndpoints.rotateSecret(id)).data.secret
+      expect(() => verifyWebhook(delivery?.body as string, delivery?.headers as Record<string, string>, rotated)).toThrow('No matching signature found')
+      expect(await eventually(async () => (await c.webhookEndpoints.deliveries(id)).data.length === 1, WAIT_MS)).toBe(true)
+      expect((await c.webhookEndpoints.deliveries(id)).data).toEqual([{ eventId, attempt: 1, at: expect.any(String), status: 200, outcome: 'delivered', durationMs: expect.any(Number) }])
+      expect((await c.webhookEndpoints.redeliver(eventId, id)).status).toBe(202)
+      expect(await eventually(async () => receiver.of(eventId).length === 2, WAIT_MS)).toBe(true)
+      expect((await c.webhookEndpoints.list()).data.map((e) => e.id)).toContain(id)
+      expect((await c.webhookEndpoints.update(id, { description: 'sdk' })).data).toMatchObject({ id, description: 'sdk' })
+      expect((await c.webhookEndpoints.test(id)).status).toBe(202)
+      expect((await c.webhookEndpoints.delete(id)).status).toBe(204)
+      const gone = await rejection(c.webhookEndpoints.get(id))
+      expect({ status: gone.status, code: gone.code }).toEqual({ status: 404, code: 'WEBHOOK_ENDPOINT_NOT_FOUND' })
+    } finally {
+      await receiver.close()
+    }
   })
 })
 

@@ -25,6 +25,15 @@ const CALLS: Record<string, string> = {
   getGuestsByGuestId: 'guests.get',
   updateGuestsByGuestId: 'guests.update',
   listRooms: 'rooms.list',
+  listWebhookEndpoints: 'webhookEndpoints.list',
+  createWebhookEndpoint: 'webhookEndpoints.create',
+  getWebhookEndpoint: 'webhookEndpoints.get',
+  updateWebhookEndpoint: 'webhookEndpoints.update',
+  deleteWebhookEndpoint: 'webhookEndpoints.delete',
+  rotateWebhookEndpointSecret: 'webhookEndpoints.rotateSecret',
+  testWebhookEndpoint: 'webhookEndpoints.test',
+  listWebhookEndpointDeliveries: 'webhookEndpoints.deliveries',
+  redeliverEvent: 'webhookEndpoints.redeliver',
 }
 
 describe('the client package', () => {

@@ -1,0 +1,57 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { once } from 'node:events'
+
+// A partner's webhook endpoint on loopback: keeps every request it gets and answers as the
+// test says (a status, or never).
+
+export interface Received {
+  path: string
+  headers: IncomingMessage['headers']
+  body: string
+}
+
+/** What to answer to the n-th request (1 for the first): a status, or `hang` (never answer). */
+export type Behaviour = (n: number, request: Received) => number | 'hang'
+
+export class Receiver {
+  readonly received: Received[] = []
+  private readonly server: Server
+  private readonly hanging = new Set<ServerResponse>()
+  url = ''
+
+  constructor(public behaviour: Behaviour = () => 200) {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => {
+        const received = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') }
+        this.received.push(received)
+        const answer = this.behaviour(this.received.length, received)
+        if (answer === 'hang') {
+          this.hanging.add(res)
+          return
+        }
+        if (answer >= 300 && answer < 400) res.setHeader('location', `${this.url}/redirected`)
+        res.writeHead(answer).end()
+      })
+    })
+  }
+
+  async listen(): Promise<this> {
+    this.server.listen(0, '127.0.0.1')
+    await once(this.server, 'listening')
+    this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`
+    return this
+  }
+
+  /** The requests carrying `webhook-id` `eventId`. */
+  of(eventId: string): Received[] {
+    return this.received.filter((r) => r.headers['webhook-id'] === eventId)
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.hanging) res.destroy()
+    this.server.closeAllConnections()
+    this.server.close()
+  }
+}
