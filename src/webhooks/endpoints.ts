@@ -46,16 +46,7 @@ export interface EndpointRecord {
 }
 
 /** An endpoint as its partner sees it. */
-export interface EndpointView {
-  id: string
-  url: string
-  eventTypes: string[]
-  description: string | null
-  status: EndpointStatus
-  disabledReason: DisabledReason | null
-  createdAt: string
-  updatedAt: string
-}
+export type EndpointView = Pick<EndpointRecord, 'id' | 'url' | 'eventTypes' | 'description' | 'status' | 'disabledReason' | 'createdAt' | 'updatedAt'>
 
 export function viewOf(record: EndpointRecord): EndpointView {
   return {
