@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
-import { isIP } from 'node:net'
 import { z } from 'zod'
+import { parseBlock } from './net/addresses.js'
 import {
   BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, IDEMPOTENCY_METHODS, METHODS, pathParameterNames, pathProblem, policyProblems, SCOPE_PATTERN,
   type Method, type QueryRule, type RoutePolicy,
@@ -17,15 +17,6 @@ const brandSchema = z.strictObject({
   hosts: z.array(z.string().min(1)).min(1).describe('Host names that select this brand (matched lower-cased, port removed)'),
   docsUrl: z.url().optional().describe("This brand's documentation base URL for problem `type` links"),
 })
-
-// An address or a CIDR block (`10.0.0.0/8`, `fd00::/8`), as Fastify's trustProxy takes them.
-function isAddressOrCidr(value: string): boolean {
-  const [address = '', bits, ...rest] = value.split('/')
-  const family = isIP(address)
-  if (family === 0 || rest.length > 0) return false
-  if (bits === undefined) return true
-  return /^[0-9]{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128)
-}
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
 
@@ -291,7 +282,7 @@ export const fileSchema = z.strictObject({
   trustProxy: z.union([
     z.boolean(),
     z.number().int().min(1).max(32),
-    z.array(z.string().refine(isAddressOrCidr, 'must be an IP address or a CIDR block')).min(1),
+    z.array(z.string().refine((entry) => parseBlock(entry) !== undefined, 'must be an IP address or a CIDR block')).min(1),
   ], { error: 'must be true, false, a hop count (1-32) or a list of proxy addresses and CIDR blocks' }).default(false)
     .describe('Which proxies to believe for `X-Forwarded-Host` and `X-Forwarded-For`: `false` none, `true` any, a hop count, or a list of addresses and CIDR blocks (e.g. `["10.0.0.0/8"]`)'),
   upstream: z.strictObject({
