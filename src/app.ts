@@ -129,7 +129,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: generateRequestId,
     childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
-    // Fastify takes a hop count too, though its types leave it out.
+    // The config refuses a hop count (src/http/config.ts): only these two forms get here.
     trustProxy: config.trustProxy as boolean | string[],
     serverFactory: serverWithTimeouts(config.server, config.docsUrl, routes),
     bodyLimit: DEFAULT_BODY_BYTES,

@@ -15,6 +15,12 @@ const brandSchema = z.strictObject({
 
 export type BrandConfig = z.infer<typeof brandSchema>
 
+// A hop count is one of Fastify's forms, but the installed Fastify ignores it (5.12 believes
+// no proxy then: a count cannot tell a proxy from a client that connects directly and sends
+// enough hops of its own); test/trust-proxy.test.ts pins that. Taken, it would be ignored in
+// silence, so it is refused at start (docs/architecture.md §D46).
+const HOP_COUNT_IGNORED = 'a hop count is ignored by Fastify, which then believes no proxy at all: list the addresses or CIDR blocks your proxies connect from instead (e.g. ["10.0.0.0/8"])'
+
 export function normaliseHost(host: string): string {
   const lower = host.trim().toLowerCase()
   if (lower.startsWith('[')) return lower.slice(0, lower.indexOf(']') + 1)
@@ -27,10 +33,10 @@ export const httpFileFields = {
   brands: z.array(brandSchema).min(1).describe('Brands, each selected by host name'),
   trustProxy: z.union([
     z.boolean(),
-    z.number().int().min(1).max(32),
     z.array(z.string().refine((entry) => parseBlock(entry) !== undefined, 'must be an IP address or a CIDR block')).min(1),
-  ], { error: 'must be true, false, a hop count (1-32) or a list of proxy addresses and CIDR blocks' }).default(false)
-    .describe('Which proxies to believe for `X-Forwarded-Host` and `X-Forwarded-For`: `false` none, `true` any, a hop count, or a list of addresses and CIDR blocks (e.g. `["10.0.0.0/8"]`)'),
+    z.number().refine(() => false, HOP_COUNT_IGNORED),
+  ], { error: 'must be true, false or a list of proxy addresses and CIDR blocks' }).default(false)
+    .describe('Which proxies to believe for `X-Forwarded-Host` and `X-Forwarded-For`, as Fastify does: `false` none, `true` any, or a list of addresses and CIDR blocks the proxies connect from (e.g. `["10.0.0.0/8"]`). A hop count is refused: the installed Fastify would ignore it'),
   loadShedding: z.strictObject({
     maxEventLoopDelayMs: z.number().int().min(0).default(1000).describe('Median event-loop delay of a sample above which the sample counts as overloaded; 0 turns this measure off'),
     maxEventLoopUtilization: z.number().min(0).max(1).default(0).describe('Event-loop utilisation (0-1) of a sample above which it counts as overloaded; 0 turns this measure off'),
