@@ -5,6 +5,7 @@ import {
   BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, IDEMPOTENCY_METHODS, METHODS, pathParameterNames, pathProblem, policyProblems, SCOPE_PATTERN,
   type Method, type QueryRule, type RoutePolicy,
 } from './routes/policy.js'
+import { portalSchema } from './portal/config.js'
 
 // The one source of truth for every setting: the configuration reference of docs/operations.md
 // is generated from these schemas (scripts/generate-docs.ts), and a test keeps it current.
@@ -16,6 +17,10 @@ const brandSchema = z.strictObject({
   chainCode: z.string().min(1).describe('The PMS chain code of this brand'),
   hosts: z.array(z.string().min(1)).min(1).describe('Host names that select this brand (matched lower-cased, port removed)'),
   docsUrl: z.url().optional().describe("This brand's documentation base URL for problem `type` links"),
+  portalOrigin: z.url({ protocol: /^https?$/, error: 'must be an http(s) origin such as https://portal.acme-hotels.example' })
+    .refine((url) => { const u = new URL(url); return u.pathname === '/' && u.search === '' && u.hash === '' && u.username === '' && u.password === '' }, 'must be an origin: scheme, host and port, no path, query or credentials')
+    .optional()
+    .describe("Where the partner portal's links of this brand lead (scheme, host and port; its host one of `hosts`); default `https://` and the first host"),
 })
 
 // An address or a CIDR block (`10.0.0.0/8`, `fd00::/8`), as Fastify's trustProxy takes them.
@@ -370,6 +375,7 @@ export const fileSchema = z.strictObject({
   }).prefault({}).describe('The audit trail of changes to credentials'),
   events: eventsSchema.prefault({})
     .describe('Events: the internal services that publish to `POST /events` on the admin port, how their types map to public ones, and how long the log keeps them'),
+  portal: portalSchema.prefault({}).describe('The partner portal: a web page on a credential, served at `/portal/` on its brand\'s hosts and entered by a link an operator makes'),
 }).superRefine((file, ctx) => {
   const owner = new Map<string, string>()
   file.brands.forEach((brand, i) => {
@@ -391,6 +397,10 @@ export const fileSchema = z.strictObject({
     const chainOwner = chains.get(brand.chainCode)
     if (chainOwner !== undefined) ctx.addIssue({ code: 'custom', path: ['brands', i, 'chainCode'], message: `chainCode '${brand.chainCode}' already belongs to brand '${chainOwner}'` })
     else chains.set(brand.chainCode, brand.id)
+    // A portal link must lead to a host that selects its brand, or the portal would not answer there.
+    if (brand.portalOrigin !== undefined && !brand.hosts.map(normaliseHost).includes(normaliseHost(new URL(brand.portalOrigin).host))) {
+      ctx.addIssue({ code: 'custom', path: ['brands', i, 'portalOrigin'], message: `its host must be one of the brand's hosts (${brand.hosts.join(', ')})` })
+    }
   })
   if (file.server.headersTimeoutMs > file.server.requestTimeoutMs) {
     ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'must not exceed server.requestTimeoutMs' })
