@@ -1,14 +1,15 @@
 import { z } from 'zod'
 
-// The partner portal's section of the configuration file (docs/operations.md, "The partner
-// portal"). Where each brand's links lead is the brand's own `portalOrigin`.
+// The partner portal's section of the configuration (docs/architecture.md, "Configuration";
+// docs/operations.md, "The partner portal"). Where each brand's links lead is the brand's own
+// `portalOrigin` (http/config.ts).
 
-export const portalSchema = z.strictObject({
-  enabled: z.boolean().default(true)
-    .describe('Serve the portal at `/portal/` (with Redis: its sessions live there); false: no portal routes, and no links can be made'),
-})
-
-export type PortalConfig = z.infer<typeof portalSchema>
+export const portalFileFields = {
+  portal: z.strictObject({
+    enabled: z.boolean().default(true)
+      .describe('Serve the portal at `/portal/` (with Redis: its sessions live there); false: no portal routes, and no links can be made'),
+  }).prefault({}).describe('The partner portal: a web page on a credential, served at `/portal/` on its brand\'s hosts and entered by a link an operator makes'),
+}
 
 /** Each brand's portal origin: its `portalOrigin`, else `https://` and its first host. */
 export function portalOrigins(brands: readonly { id: string; hosts: readonly string[]; portalOrigin?: string | undefined }[]): Map<string, string> {

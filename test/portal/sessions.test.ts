@@ -268,7 +268,7 @@ describe('its secrets', () => {
       const type = await redis.type(name)
       if (type === 'hash') values.push(...Object.entries(await redis.hgetall(name)).flat())
       else if (type === 'string') values.push(String(await redis.get(name)))
-      else if (type === 'zset') values.push(...await redis.zrange(name, 0, -1))
+      else if (type === 'zset') values.push(...await redis.zrange(name, '0', '-1'))
     }
     expect(values.some((v) => v.includes(session.sessionId))).toBe(true)
     for (const secret of secrets) {
