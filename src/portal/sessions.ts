@@ -91,12 +91,12 @@ export function linkInput(input: Record<string, unknown>, label: PortalLabel): {
   const errors: FieldError[] = []
   const error = (field: PortalField, code: FieldError['code']): void => void errors.push({ field, code, detail: `${label(field)} ${PORTAL_RULES[field]}` })
   let lifetimeMs = DAY_MS
-  const expiresIn = input.expiresIn ?? DEFAULT_LIFETIME
+  const expiresIn = input.expiresIn === undefined ? DEFAULT_LIFETIME : input.expiresIn
   const ms = typeof expiresIn === 'string' ? durationMs(expiresIn) : undefined
   if (ms === undefined) error('expiresIn', 'INVALID_FORMAT')
   else if (ms < MIN_LIFETIME_MS || ms > MAX_LIFETIME_MS) error('expiresIn', 'OUT_OF_RANGE')
   else lifetimeMs = ms
-  const given = input.capabilities ?? []
+  const given = input.capabilities === undefined ? [] : input.capabilities
   let capabilities: Capability[] = ['view']
   if (!Array.isArray(given) || given.some((c) => typeof c !== 'string')) error('capabilities', 'INVALID_FORMAT')
   else if (given.some((c) => !(CAPABILITIES as readonly string[]).includes(c as string))) {
