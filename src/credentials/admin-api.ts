@@ -7,7 +7,7 @@ import { PAGE_MAX } from '../routes/policy.js'
 import { portalLinkBody } from '../portal/schemas.js'
 import { PortalSessionLimitReached, type PortalSessions } from '../portal/sessions.js'
 import { createGrantBody, createKeyBody, rollBody, updateBody } from './schemas.js'
-import { CredentialInputError, CredentialNotFound, FIELD_LABEL, parseOverlap, type CredentialService } from './service.js'
+import { CredentialInputError, CredentialNotFound, FIELD_LABEL, instantMillis, parseOverlap, type CredentialService } from './service.js'
 
 // The credentials API of the admin port (docs/operations.md, "The credentials API"): list,
 // create, show, update, roll, end an overlap, suspend, resume, revoke, usage and the audit
@@ -242,8 +242,8 @@ export function credentialsAdminApi(service: CredentialService, options: AdminAp
       const perPage = intParam(query, 'perPage', PER_PAGE_DEFAULT, 100, errors)
       let since: number | undefined
       if (query.since !== undefined) {
-        since = Date.parse(query.since)
-        if (!/^\d{4}-\d{2}-\d{2}/.test(query.since) || Number.isNaN(since)) errors.push({ field: 'since', code: 'INVALID_FORMAT', detail: 'since is an ISO 8601 date-time.' })
+        since = instantMillis(query.since)
+        if (since === undefined) errors.push({ field: 'since', code: 'INVALID_FORMAT', detail: 'since is an ISO 8601 date-time.' })
       }
       checkQuery(errors)
       const result = await service.auditTrail({

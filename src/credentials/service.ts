@@ -1,6 +1,7 @@
 import type { z } from 'zod'
 import type { Config } from '../config.js'
 import type { FieldError, FieldErrorCode } from '../contract/errors.js'
+import { rfc3339Millis } from '../contract/timestamp.js'
 import { knownScopes } from '../routes/policy.js'
 import { canonicalEntry, MAX_ALLOWED_ADDRESSES } from '../keys/addresses.js'
 import { GRANT_ID_PREFIX, GrantExistsError, type GrantRecord, type GrantStatus } from '../keys/grants.js'
@@ -67,6 +68,22 @@ export class CredentialNotFound extends Error {
 export const isGrantId = (id: string): boolean => id.startsWith(GRANT_ID_PREFIX)
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+// No control character (C0, DEL, C1) and no bidirectional control (marks, embeddings,
+// overrides, isolates): either would make a name read, in a list, a log or the portal, as
+// something it is not.
+const NAME_CHARACTERS = /^[^\p{Cc}\p{Bidi_Control}]*$/u
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/
+
+/**
+ * A time a credential's fields and queries take (`expiresAt`, the audit's `since`): a date-time
+ * with an offset, or a date (its midnight UTC), that exists, as epoch milliseconds; undefined
+ * otherwise. `2026-02-30` is refused, never read as 2 March; a time without an offset names no
+ * one instant.
+ */
+export function instantMillis(text: string): number | undefined {
+  const millis = rfc3339Millis(DATE_ONLY.test(text) ? `${text}T00:00:00Z` : text)
+  return millis === undefined ? undefined : Math.floor(millis)
+}
 const DAY_MS = 86_400_000
 export const DEFAULT_OVERLAP_MS = DAY_MS
 export const MAX_OVERLAP_MS = 7 * DAY_MS
@@ -211,11 +228,13 @@ export class CredentialService {
     return entries
   }
 
-  private name(value: string | null): string | null {
-    return value === null || value === '' ? null : value
+  private name(value: string | null, errors: FieldError[], label: Label): string | null {
+    if (value === null || value === '') return null
+    if (!NAME_CHARACTERS.test(value)) errors.push(fieldError('name', 'INVALID_FORMAT', `${label('name')} ${RULES.name}`))
+    return value
   }
 
-  /** An expiry: an ISO 8601 date-time (past ones too), within `keys.maxLifetimeDays` when set. */
+  /** An expiry: an instant (`instantMillis`; past ones too), within `keys.maxLifetimeDays` when set. */
   private expiresAt(value: string | null, errors: FieldError[], label: Label): string | null {
     const max = this.known.maxLifetimeDays
     const latest = max === undefined ? undefined : new Date(this.now() + max * DAY_MS).toISOString()
@@ -223,9 +242,9 @@ export class CredentialService {
       if (latest !== undefined) errors.push(fieldError('expiresAt', 'NOT_ALLOWED', `keys.maxLifetimeDays is ${max}: an API key must expire, ${label('expiresAt')} at most ${latest}`))
       return null
     }
-    const time = Date.parse(value)
-    if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(time)) {
-      errors.push(fieldError('expiresAt', 'INVALID_FORMAT', `${label('expiresAt')} '${value}' is not an ISO 8601 date-time`))
+    const time = instantMillis(value)
+    if (time === undefined) {
+      errors.push(fieldError('expiresAt', 'INVALID_FORMAT', `${label('expiresAt')} '${value}' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)`))
       return null
     }
     const iso = new Date(time).toISOString()
@@ -334,7 +353,7 @@ export class CredentialService {
       mode: body.mode ?? 'live',
       properties: body.properties === undefined ? '*' : this.properties(body.properties, errors),
       scopes: body.scopes === undefined ? '*' : this.scopes(body.scopes, errors),
-      name: this.name(body.name ?? null),
+      name: this.name(body.name ?? null, errors, label),
       // A malformed expiry has its error already; the policy judges a well-formed or absent one.
       expiresAt: 'expiresAt' in input && body.expiresAt === undefined ? null : this.expiresAt(body.expiresAt ?? null, errors, label),
       rateLimit: body.rateLimit ?? null,
@@ -356,7 +375,7 @@ export class CredentialService {
       mode: body.mode ?? 'live',
       properties: body.properties === undefined ? '*' : this.properties(body.properties, errors),
       scopes: body.scopes === undefined ? '*' : this.scopes(body.scopes, errors),
-      name: this.name(body.name ?? null),
+      name: this.name(body.name ?? null, errors, label),
       rateLimit: body.rateLimit ?? null,
       allowedIps: this.allowedIps(body.allowedIps ?? null, errors, label),
     }
@@ -380,7 +399,7 @@ export class CredentialService {
   async update(id: string, input: Record<string, unknown>, actor: string, label: Label = FIELD_LABEL): Promise<CredentialView> {
     const { value: body, errors } = shaped(updateBody, input, label)
     const changes: CredentialChanges = {}
-    if (body.name !== undefined) changes.name = this.name(body.name)
+    if (body.name !== undefined) changes.name = this.name(body.name, errors, label)
     if (body.scopes !== undefined) changes.scopes = this.scopes(body.scopes, errors)
     if (body.properties !== undefined) changes.properties = this.properties(body.properties, errors)
     if (body.rateLimit !== undefined) changes.rateLimit = body.rateLimit

@@ -7,7 +7,7 @@ import { createRedis, redisMode, redisTarget, type RedisTarget } from '../redis.
 import { RedisKeyStore } from '../keys/store.js'
 import { AuditTrail, RedisAuditStore } from './audit.js'
 import type { CredentialView, FieldName, UsageView, AuditEntry } from './schemas.js'
-import { CredentialInputError, CredentialNotFound, CredentialService, knownOf, parseOverlap, type Label } from './service.js'
+import { CredentialInputError, CredentialNotFound, CredentialService, instantMillis, knownOf, parseOverlap, type Label } from './service.js'
 import { RedisUsageStore } from './usage.js'
 import { portalOrigins } from '../portal/config.js'
 import type { PortalField } from '../portal/schemas.js'
@@ -292,8 +292,8 @@ async function execute(service: CredentialService, portal: PortalSessions | unde
     case 'audit': {
       let since: number | undefined
       if (values.since !== undefined) {
-        since = Date.parse(values.since)
-        if (!/^\d{4}-\d{2}-\d{2}/.test(values.since) || Number.isNaN(since)) throw new UsageError(`--since '${values.since}' is not an ISO 8601 date-time`)
+        since = instantMillis(values.since)
+        if (since === undefined) throw new UsageError(`--since '${values.since}' is not an ISO 8601 date-time`)
       }
       const page = await service.auditTrail({ ...(values.id === undefined ? {} : { id: values.id }), ...(since === undefined ? {} : { since }) })
       if (json) io.out(JSON.stringify(page.entries))

@@ -1,6 +1,6 @@
-import { isIP } from 'node:net'
 import { z } from 'zod'
 import { port, positiveInt, type SectionCheck } from '../config/fields.js'
+import { parseBlock } from '../net/addresses.js'
 
 // The public listener's section of the configuration (docs/architecture.md, "Configuration"):
 // where it listens, the brands its host names select, which proxies it believes, its
@@ -19,15 +19,6 @@ const brandSchema = z.strictObject({
 
 export type BrandConfig = z.infer<typeof brandSchema>
 
-// An address or a CIDR block (`10.0.0.0/8`, `fd00::/8`), as Fastify's trustProxy takes them.
-function isAddressOrCidr(value: string): boolean {
-  const [address = '', bits, ...rest] = value.split('/')
-  const family = isIP(address)
-  if (family === 0 || rest.length > 0) return false
-  if (bits === undefined) return true
-  return /^[0-9]{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128)
-}
-
 export function normaliseHost(host: string): string {
   const lower = host.trim().toLowerCase()
   if (lower.startsWith('[')) return lower.slice(0, lower.indexOf(']') + 1)
@@ -41,7 +32,7 @@ export const httpFileFields = {
   trustProxy: z.union([
     z.boolean(),
     z.number().int().min(1).max(32),
-    z.array(z.string().refine(isAddressOrCidr, 'must be an IP address or a CIDR block')).min(1),
+    z.array(z.string().refine((entry) => parseBlock(entry) !== undefined, 'must be an IP address or a CIDR block')).min(1),
   ], { error: 'must be true, false, a hop count (1-32) or a list of proxy addresses and CIDR blocks' }).default(false)
     .describe('Which proxies to believe for `X-Forwarded-Host` and `X-Forwarded-For`: `false` none, `true` any, a hop count, or a list of addresses and CIDR blocks (e.g. `["10.0.0.0/8"]`)'),
   loadShedding: z.strictObject({
