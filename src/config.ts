@@ -9,6 +9,7 @@ import { checkHttp, httpEnvFields, httpFileFields } from './http/config.js'
 import { idempotencyFileFields } from './idempotency/config.js'
 import { keysFileFields } from './keys/config.js'
 import { oauthEnvFields, oauthEnvProblems, oauthFileFields, oauthWithEnv } from './oauth/config.js'
+import { portalFileFields } from './portal/config.js'
 import { propertiesFileFields } from './properties/config.js'
 import { checkProxy, declaredUpstreamUrls, policyOf, proxyFileFields, resolveUpstreams, type ServiceUpstream } from './proxy/config.js'
 import { rateLimitFileFields } from './ratelimit/config.js'
@@ -36,6 +37,7 @@ export const fileSchema = z.strictObject({
   ...credentialsFileFields,
   events: z.strictObject({ ...eventFields, ...webhookFields }).superRefine(checkEvents).prefault({})
     .describe('Events: the internal services that publish to `POST /events` on the admin port, how their types map to public ones, and how long the log keeps them'),
+  ...portalFileFields,
 }).superRefine((file, ctx) => {
   checkHttp(file, ctx)
   checkProxy(file, ctx)

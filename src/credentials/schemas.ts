@@ -165,11 +165,22 @@ export type UsageView = z.infer<typeof usageView>
 
 const change = z.strictObject({ old: z.unknown(), new: z.unknown() })
 
+/**
+ * What an audit entry records: the changes to a credential (from the key tool or the
+ * credentials API), the partner portal's sessions, and the changes made in the portal.
+ */
+export const AUDIT_ACTIONS = [
+  'create', 'grant-client', 'update', 'roll', 'end-overlap', 'suspend', 'resume', 'revoke',
+  'portal_session.created', 'portal_session.entered', 'portal_session.ended',
+  'webhook_endpoint.created', 'webhook_endpoint.updated', 'webhook_endpoint.deleted', 'webhook_endpoint.secret_rotated', 'webhook_endpoint.test_sent',
+  'event.redelivered',
+] as const
+
 export const auditEntry = z.strictObject({
   id: z.string().describe('`aud_…`'),
   time,
-  actor: z.string().describe('`--actor`, else the operating-system user of the key tool, else `unknown`; `admin-api` for the credentials API'),
-  action: z.enum(['create', 'grant-client', 'update', 'roll', 'end-overlap', 'suspend', 'resume', 'revoke']),
+  actor: z.string().describe('`--actor`, else the operating-system user of the key tool, else `unknown`; `admin-api` for the credentials API; `portal:<sessionId>` for a change made in the partner portal'),
+  action: z.enum(AUDIT_ACTIONS),
   credentialId: z.string(),
   changes: z.record(z.string(), change).describe('Each field changed, old and new; never a secret or its digest'),
 })

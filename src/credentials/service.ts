@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import type { z } from 'zod'
 import type { Config } from '../config.js'
 import type { FieldError, FieldErrorCode } from '../contract/errors.js'
@@ -140,14 +139,6 @@ function minuteOf(ms: number | null): string | null {
   return ms === null ? null : new Date(ms - (ms % 60_000)).toISOString()
 }
 
-let auditCounter = 0
-
-/** `aud_` and an id that sorts by time: entries of one millisecond stay in the order they were made. */
-function auditId(at: number): string {
-  auditCounter = (auditCounter + 1) % 1296
-  return `aud_${at.toString(36).padStart(9, '0')}${auditCounter.toString(36).padStart(2, '0')}${randomBytes(4).toString('hex')}`
-}
-
 interface Checked<T> { value: T; errors: FieldError[] }
 
 type Fields = Pick<CredentialView, 'name' | 'scopes' | 'properties' | 'rateLimit' | 'expiresAt' | 'allowedIps' | 'status'>
@@ -173,6 +164,11 @@ export interface ServiceOptions {
   audit: AuditTrail
   known: Known
   now?: () => number
+  /**
+   * Ends the credential's partner portal sessions (portal/sessions.ts) when it is suspended or
+   * revoked; each ending is audited with `actor`.
+   */
+  endPortalSessions?: (credentialId: string, actor: string, reason: 'credential suspended' | 'credential revoked') => Promise<void>
 }
 
 export type StatusFilter = 'active' | 'suspended'
@@ -183,6 +179,7 @@ export class CredentialService {
   private readonly trail: AuditTrail
   readonly known: Known
   private readonly now: () => number
+  private readonly endPortalSessions: ServiceOptions['endPortalSessions']
 
   constructor(options: ServiceOptions) {
     this.store = options.store
@@ -190,6 +187,7 @@ export class CredentialService {
     this.trail = options.audit
     this.known = options.known
     this.now = options.now ?? Date.now
+    this.endPortalSessions = options.endPortalSessions
   }
 
   // --- The rules of each field ---
@@ -344,10 +342,7 @@ export class CredentialService {
   // --- Changes, each with its audit entry ---
 
   private async audit(actor: string, action: AuditAction, credentialId: string, changes: AuditEntry['changes']): Promise<AuditEntry> {
-    const at = this.now()
-    const entry: AuditEntry = { id: auditId(at), time: new Date(at).toISOString(), actor, action, credentialId, changes }
-    await this.trail.record(entry)
-    return entry
+    return this.trail.add(actor, action, credentialId, changes, this.now())
   }
 
   /** `keys create`, `POST /admin/v1/credentials` with `"type": "api_key"`: the view and, once, the key. */
@@ -463,6 +458,8 @@ export class CredentialService {
     const record = isGrantId(id) ? await this.store.setGrantStatus(id, status) : await this.store.setStatus(id, status)
     if (record === null) throw new CredentialNotFound(id)
     if (before.status !== status) await this.audit(actor, status === 'suspended' ? 'suspend' : 'resume', id, { status: { old: before.status, new: status } })
+    // A suspended credential's portal sessions end, and stay ended when it is resumed.
+    if (status === 'suspended') await this.endPortalSessions?.(id, actor, 'credential suspended')
     return this.view(record, await this.lastUseOf(id))
   }
 
@@ -473,6 +470,7 @@ export class CredentialService {
     if (!(isGrantId(id) ? await this.store.revokeGrant(id) : await this.store.revoke(id)) || before === null) throw new CredentialNotFound(id)
     await this.usage.forget(id)
     await this.audit(actor, 'revoke', id, { status: { old: before.status, new: 'revoked' } })
+    await this.endPortalSessions?.(id, actor, 'credential revoked')
   }
 
   // --- Reading what happened ---

@@ -9,6 +9,10 @@ import { AuditTrail, RedisAuditStore } from './audit.js'
 import type { CredentialView, FieldName, UsageView, AuditEntry } from './schemas.js'
 import { CredentialInputError, CredentialNotFound, CredentialService, instantMillis, knownOf, parseOverlap, type Label } from './service.js'
 import { RedisUsageStore } from './usage.js'
+import { portalOrigins } from '../portal/config.js'
+import type { PortalField } from '../portal/schemas.js'
+import { PortalSessionLimitReached, PortalSessions, type EndReason, type PortalLabel } from '../portal/sessions.js'
+import { PortalSessionStore } from '../portal/store.js'
 
 // The API-key tool (`npm run keys -- …`): create, list, show, update, roll, suspend, resume,
 // revoke keys; grant-client registers the client of OAuth 2.0 access tokens (a grant,
@@ -34,6 +38,7 @@ const USAGE = 'usage: keys create --brand <id> --mode live|test (--properties <u
   + ' | roll <keyId> [--overlap <duration>] [--actor <name>] [--json] | end-overlap <keyId> [--actor <name>]'
   + ' | suspend <keyId|grantId> | resume <keyId|grantId> | revoke <keyId|grantId> [--actor <name>]'
   + ' | usage <keyId|grantId> [--days <n>] [--json] | audit [--id <keyId|grantId>] [--since <ISO 8601>] [--json]'
+  + ' | portal-link <keyId|grantId> [--expires <duration>] [--capabilities <c,...>] [--label <text>] [--actor <name>] [--json]'
 
 /** The flags of each field, as messages name them. */
 const FLAGS: Record<FieldName, string> = {
@@ -68,6 +73,9 @@ function parse(argv: string[]) {
         days: { type: 'string' },
         id: { type: 'string' },
         since: { type: 'string' },
+        expires: { type: 'string' },
+        capabilities: { type: 'string' },
+        label: { type: 'string' },
         json: { type: 'boolean' },
       },
     })
@@ -192,7 +200,11 @@ function actorOf(values: Values): string {
   }
 }
 
-async function execute(service: CredentialService, parsed: Parsed, io: ToolOutput): Promise<void> {
+/** The flags of a portal link's fields, as messages name them. */
+const PORTAL_FLAGS: Record<PortalField, string> = { expiresIn: '--expires', capabilities: '--capabilities', label: '--label' }
+const PORTAL_FLAG_LABEL: PortalLabel = (field) => PORTAL_FLAGS[field]
+
+async function execute(service: CredentialService, portal: PortalSessions | undefined, parsed: Parsed, io: ToolOutput): Promise<void> {
   const [command, keyId] = parsed.positionals
   const { values } = parsed
   const json = values.json === true
@@ -202,7 +214,7 @@ async function execute(service: CredentialService, parsed: Parsed, io: ToolOutpu
   }
   switch (command) {
     case 'create': {
-      refuseFlags(values, 'create', ['issuer', 'client-id', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since'])
+      refuseFlags(values, 'create', ['issuer', 'client-id', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since', 'expires', 'capabilities', 'label'])
       const input = createInput(values, 'create')
       if (values['expires-at'] !== undefined) input.expiresAt = values['expires-at']
       const { key, view } = await service.createKey({ type: 'api_key', ...input }, actorOf(values), FLAG_LABEL)
@@ -215,7 +227,7 @@ async function execute(service: CredentialService, parsed: Parsed, io: ToolOutpu
       return
     }
     case 'grant-client': {
-      refuseFlags(values, 'grant-client', ['expires-at', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since'])
+      refuseFlags(values, 'grant-client', ['expires-at', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since', 'expires', 'capabilities', 'label'])
       if (values.issuer === undefined) throw new UsageError('grant-client needs --issuer')
       if (values['client-id'] === undefined) throw new UsageError('grant-client needs --client-id')
       const input = { type: 'oauth_client', issuer: values.issuer, clientId: values['client-id'], ...createInput(values, 'grant-client') }
@@ -289,6 +301,17 @@ async function execute(service: CredentialService, parsed: Parsed, io: ToolOutpu
       else for (const e of page.entries) io.out(`${e.time}  ${e.actor}  ${e.action}  ${e.credentialId}  ${changeText(e.changes)}`.trimEnd())
       return
     }
+    case 'portal-link': {
+      const id = needId()
+      if (portal === undefined) throw new UsageError('the partner portal is off (portal.enabled is false): no link can be made')
+      const input: Record<string, unknown> = {}
+      if (values.expires !== undefined) input.expiresIn = values.expires
+      if (values.capabilities !== undefined) input.capabilities = list(values.capabilities)
+      if (values.label !== undefined) input.label = values.label
+      const link = await portal.createLink(id, input, actorOf(values), PORTAL_FLAG_LABEL)
+      io.out(json ? JSON.stringify(link) : link.url)
+      return
+    }
     default:
       throw new UsageError(command === undefined ? USAGE : `unknown command '${command}'; ${USAGE}`)
   }
@@ -324,16 +347,22 @@ export async function runKeyTool(argv: string[], env: NodeJS.ProcessEnv, io: Too
       io.err(`cannot reach Redis ${describeTarget(target)}`)
       return 1
     }
+    const store = new RedisKeyStore(redis, config.redisPrefix)
+    const audit = new AuditTrail(new RedisAuditStore(redis, config.redisPrefix), config.audit.retentionDays * 86_400_000, toolLogger(config, io))
+    const portal = config.portal.enabled
+      ? new PortalSessions({ store: new PortalSessionStore(redis, config.redisPrefix), keys: store, audit, origins: portalOrigins(config.brands) })
+      : undefined
     const service = new CredentialService({
-      store: new RedisKeyStore(redis, config.redisPrefix),
+      store,
       usage: new RedisUsageStore(redis, config.redisPrefix),
-      audit: new AuditTrail(new RedisAuditStore(redis, config.redisPrefix), config.audit.retentionDays * 86_400_000, toolLogger(config, io)),
+      audit,
       known: knownOf(config),
+      ...(portal === undefined ? {} : { endPortalSessions: async (id: string, actor: string, reason: EndReason) => void await portal.endAll(id, actor, reason) }),
     })
-    await execute(service, parsed, io)
+    await execute(service, portal, parsed, io)
     return 0
   } catch (error) {
-    if (error instanceof UsageError || error instanceof CredentialNotFound) {
+    if (error instanceof UsageError || error instanceof CredentialNotFound || error instanceof PortalSessionLimitReached) {
       io.err(error.message)
       return 2
     }

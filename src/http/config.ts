@@ -11,6 +11,10 @@ const brandSchema = z.strictObject({
   chainCode: z.string().min(1).describe('The PMS chain code of this brand'),
   hosts: z.array(z.string().min(1)).min(1).describe('Host names that select this brand (matched lower-cased, port removed)'),
   docsUrl: z.url().optional().describe("This brand's documentation base URL for problem `type` links"),
+  portalOrigin: z.url({ protocol: /^https?$/, error: 'must be an http(s) origin such as https://portal.acme-hotels.example' })
+    .refine((url) => { const u = new URL(url); return u.pathname === '/' && u.search === '' && u.hash === '' && u.username === '' && u.password === '' }, 'must be an origin: scheme, host and port, no path, query or credentials')
+    .optional()
+    .describe("Where the partner portal's links of this brand lead (scheme, host and port; its host one of `hosts`); default `https://` and the first host"),
 })
 
 export type BrandConfig = z.infer<typeof brandSchema>
@@ -80,6 +84,10 @@ export const checkHttp: SectionCheck<typeof httpFileFields> = (file, ctx) => {
     const chainOwner = chains.get(brand.chainCode)
     if (chainOwner !== undefined) ctx.addIssue({ code: 'custom', path: ['brands', i, 'chainCode'], message: `chainCode '${brand.chainCode}' already belongs to brand '${chainOwner}'` })
     else chains.set(brand.chainCode, brand.id)
+    // A portal link must lead to a host that selects its brand, or the portal would not answer there.
+    if (brand.portalOrigin !== undefined && !brand.hosts.map(normaliseHost).includes(normaliseHost(new URL(brand.portalOrigin).host))) {
+      ctx.addIssue({ code: 'custom', path: ['brands', i, 'portalOrigin'], message: `its host must be one of the brand's hosts (${brand.hosts.join(', ')})` })
+    }
   })
   if (file.server.headersTimeoutMs > file.server.requestTimeoutMs) {
     ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'must not exceed server.requestTimeoutMs' })
