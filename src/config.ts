@@ -35,7 +35,8 @@ export const fileSchema = z.strictObject({
   ...oauthFileFields,
   ...idempotencyFileFields,
   ...credentialsFileFields,
-  events: z.strictObject({ ...eventFields, ...webhookFields }).superRefine(checkEvents).prefault({})
+  // Its checks across fields run whatever else is bad in it (src/events/config.ts).
+  events: z.strictObject({ ...eventFields, ...webhookFields }).check(z.superRefine(checkEvents, { when: () => true })).prefault({})
     .describe('Events: the internal services that publish to `POST /events` on the admin port, how their types map to public ones, and how long the log keeps them'),
   ...portalFileFields,
 }).superRefine((file, ctx) => {

@@ -62,24 +62,45 @@ function objectPathProblem(path: string): string | undefined {
   return undefined
 }
 
-/** The checks across the mappings of `events` (paths relative to `events`). */
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * The checks across the mappings of `events` (paths relative to `events`). They run even when
+ * other fields of the section are bad, so that the one message of a bad start names every bad
+ * field (docs/operations.md, "Configuration"): they read what did parse and skip what did not.
+ */
 export const checkEvents: SectionCheck<typeof eventFields> = (events, ctx) => {
+  const publishers: unknown = events.publishers
+  const types: unknown = events.types
+  if (!Array.isArray(types)) return
   const mapped = new Set<string>()
   const firstOf = new Map<string, { scope: string; object: string; index: number }>()
-  events.types.forEach((entry, i) => {
-    if (!Object.hasOwn(events.publishers, entry.publisher)) ctx.addIssue({ code: 'custom', path: ['types', i, 'publisher'], message: `no publisher named '${entry.publisher}'` })
-    const key = `${entry.publisher} ${entry.internalType}`
-    if (mapped.has(key)) ctx.addIssue({ code: 'custom', path: ['types', i, 'internalType'], message: `'${entry.internalType}' of '${entry.publisher}' is mapped twice` })
-    mapped.add(key)
-    // One public type means one thing: who may see it, and what it names.
-    const first = firstOf.get(entry.type)
-    if (first === undefined) firstOf.set(entry.type, { scope: entry.scope, object: entry.object.type, index: i })
-    else if (SCOPE_PATTERN.test(entry.scope)) {
-      if (first.scope !== entry.scope) ctx.addIssue({ code: 'custom', path: ['types', i, 'scope'], message: `'${entry.type}' needs '${first.scope}' in types[${first.index}]` })
-      if (first.object !== entry.object.type) ctx.addIssue({ code: 'custom', path: ['types', i, 'object', 'type'], message: `'${entry.type}' names '${first.object}' objects in types[${first.index}]` })
+  types.forEach((entry: unknown, i) => {
+    if (!isRecord(entry)) return
+    const { type, publisher, internalType, scope, object } = entry
+    if (typeof publisher === 'string') {
+      if (isRecord(publishers) && !Object.hasOwn(publishers, publisher)) ctx.addIssue({ code: 'custom', path: ['types', i, 'publisher'], message: `no publisher named '${publisher}'` })
+      if (typeof internalType === 'string') {
+        const key = `${publisher} ${internalType}`
+        if (mapped.has(key)) ctx.addIssue({ code: 'custom', path: ['types', i, 'internalType'], message: `'${internalType}' of '${publisher}' is mapped twice` })
+        mapped.add(key)
+      }
     }
-    const problem = objectPathProblem(entry.object.path)
-    if (problem !== undefined) ctx.addIssue({ code: 'custom', path: ['types', i, 'object', 'path'], message: problem })
+    // One public type means one thing: who may see it, and what it names.
+    if (typeof type === 'string' && typeof scope === 'string' && SCOPE_PATTERN.test(scope) && isRecord(object) && typeof object.type === 'string') {
+      const first = firstOf.get(type)
+      if (first === undefined) firstOf.set(type, { scope, object: object.type, index: i })
+      else {
+        if (first.scope !== scope) ctx.addIssue({ code: 'custom', path: ['types', i, 'scope'], message: `'${type}' needs '${first.scope}' in types[${first.index}]` })
+        if (first.object !== object.type) ctx.addIssue({ code: 'custom', path: ['types', i, 'object', 'type'], message: `'${type}' names '${first.object}' objects in types[${first.index}]` })
+      }
+    }
+    if (isRecord(object) && typeof object.path === 'string') {
+      const problem = objectPathProblem(object.path)
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', path: ['types', i, 'object', 'path'], message: problem })
+    }
   })
 }
 

@@ -97,6 +97,33 @@ describe('the events section', () => {
     ])
   })
 
+  it('names an undeclared publisher and every other cross-field mistake even when fields are missing, of the wrong type or unknown', () => {
+    const { scope: _scope, ...noScope } = mapping
+    const types = [
+      { ...mapping, publisher: 'nobody' },
+      noScope,
+      { ...mapping, internalType: 42 },
+      'not a mapping',
+      { ...mapping, publisher: 'ghost', internalType: 'b', object: { type: 'property', id: 'hotel_uuid' } },
+      { ...mapping, internalType: 'c', scope: 'rooms:read' },
+      { ...mapping, internalType: 'd', object: { ...mapping.object, path: '/v1/properties' } },
+    ]
+    const problems = problemsOf({ CONFIG_FILE: file({ ...minimal, events: { publishers: { ...publishers, bad: { tokenEnv: 'X', mode: 'sandbox' } }, types, retentionDays: 'long', colour: 'blue' } }) })
+    expect(problems).toEqual([
+      expect.stringMatching(/events\.publishers\.bad\.mode: /),
+      expect.stringMatching(/events\.types\[1\]\.scope: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/events\.types\[2\]\.internalType: Invalid input: expected string, received number$/),
+      expect.stringMatching(/events\.types\[3\]: Invalid input: expected object, received string$/),
+      expect.stringMatching(/events\.types\[4\]\.object\.path: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/events\.retentionDays: Invalid input: expected number, received string$/),
+      expect.stringMatching(/events: Unrecognized key: "colour"$/),
+      expect.stringMatching(/events\.types\[0\]\.publisher: no publisher named 'nobody'$/),
+      expect.stringMatching(/events\.types\[4\]\.publisher: no publisher named 'ghost'$/),
+      expect.stringMatching(/events\.types\[5\]\.scope: 'property\.updated' needs 'properties:read' in types\[0\]$/),
+      expect.stringMatching(/events\.types\[6\]\.object\.path: must hold \{id\} once, and no other parameter$/),
+    ])
+  })
+
   it('refuses a publisher of a bad name, a bad variable or another mode', () => {
     expect(problemsOf({ CONFIG_FILE: file({ ...minimal, events: { publishers: { PMS: { tokenEnv: 'EVENTS_TOKEN', mode: 'live' } } } }) }))
       .toEqual([expect.stringMatching(/events\.publishers\.PMS: Invalid key in record$/)])
