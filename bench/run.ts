@@ -11,6 +11,7 @@ import { RedisKeyStore } from '../src/keys/store.js'
 import { redisAnswers } from '../src/redis.js'
 import { benchAuth } from './auth.js'
 import { benchCredentials } from './credentials.js'
+import { eventsPageCost, type EventsPageCost } from './events-page.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort } from './ports.js'
 import { benchTracing } from './tracing.js'
@@ -720,6 +721,7 @@ async function main(): Promise<void> {
   const roundTrips = scenarios.some((x) => (Object.values(IDEMPOTENCY_ROWS) as string[]).includes(x.name))
     ? await idempotencyRoundTrips(pmsUrl, startService) : undefined
   const eventsMemory = scenarios.some((x) => x.gateway === 'events') ? await eventMemory(pmsUrl, acmeHotels) : undefined
+  const eventsPage = scenarios.some((x) => x.gateway === 'events') ? await eventsPageCost(await startRedisServer(), EVENTS_CONFIG.types, QUICK ? 20 : 50) : undefined
 
   const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
@@ -766,7 +768,7 @@ async function main(): Promise<void> {
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
   report({
     machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, baseline: BASELINE, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
-    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory,
+    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory, eventsPage,
   })
   await redis.quit()
 }
@@ -825,7 +827,7 @@ async function eventMemory(pmsUrl: string, hotels: readonly string[]): Promise<E
   }
 }
 
-function eventsLines(rows: Row[], memory: EventsMemory | undefined): string[] {
+function eventsLines(rows: Row[], memory: EventsMemory | undefined, page: EventsPageCost | undefined): string[] {
   const lines: string[] = []
   const ingest = rows.find((r) => r.scenario === INGEST_ROW)
   if (ingest !== undefined) {
@@ -835,6 +837,10 @@ function eventsLines(rows: Row[], memory: EventsMemory | undefined): string[] {
   if (memory !== undefined) {
     lines.push(`Events, Redis memory per retained event (a Redis of its own, ${memory.events} events of one brand about 60 properties, \`used_memory\` before and after): `
       + `${memory.bytesPerEvent} bytes in its first 24 hours, with its copy record; ${memory.bytesPerEventAfterDay} bytes after, until the retention ends.`)
+  }
+  if (page !== undefined) {
+    lines.push(`Events, Redis time of a page of 20 (${page.events} events about 10 properties, on a Redis of its own): first page ${page.ten[0]} µs for a credential of 10 properties, `
+      + `${page.thousand[0]} µs for one of 1,000 (${(page.thousand[0] / page.ten[0]).toFixed(2)}×); page 50 ${page.ten[1]} µs and ${page.thousand[1]} µs (${(page.thousand[1] / page.ten[1]).toFixed(2)}×).`)
   }
   return lines.length === 0 ? [] : [...lines, '']
 }
@@ -963,6 +969,7 @@ interface Results {
   warnings: string[]
   roundTrips: RoundTrips | undefined
   eventsMemory: EventsMemory | undefined
+  eventsPage: EventsPageCost | undefined
 }
 
 function calibrationLine(c: Calibration): string {
@@ -1051,7 +1058,7 @@ function report(results: Results): void {
     ...breakdownSection(results.rows),
     ...(results.calibration === undefined ? [] : [calibrationLine(results.calibration), '']),
     ...(results.roundTrips === undefined ? [] : [roundTripsLine(results.roundTrips), '']),
-    ...eventsLines(results.rows, results.eventsMemory),
+    ...eventsLines(results.rows, results.eventsMemory, results.eventsPage),
     ...(results.soaks.length === 0
       ? ['Memory soak skipped.']
       : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),

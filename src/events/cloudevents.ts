@@ -12,6 +12,43 @@ import type { EventTypes } from './types.js'
 /** The most events of one batch. */
 export const MAX_BATCH = 100
 
+/** How deep arrays and objects may nest in an ingest body. */
+export const MAX_NESTING = 32
+
+const OPEN_ARRAY = 0x5b
+const OPEN_OBJECT = 0x7b
+const CLOSE_ARRAY = 0x5d
+const CLOSE_OBJECT = 0x7d
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+
+/**
+ * Where a JSON text first nests arrays and objects deeper than `max` levels (the byte offset of
+ * the bracket that does), or undefined. One pass over the bytes that stops there, before any
+ * parse: a body of a million `[` is refused after `max + 1` bytes, instead of costing the event
+ * loop a parse of it. Brackets inside strings do not count; what is malformed is left to the
+ * parser (UTF-8 never puts these ASCII bytes inside another character).
+ */
+export function tooDeepAt(text: Uint8Array, max: number = MAX_NESTING): number | undefined {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i += 1) {
+    const byte = text[i] as number
+    if (inString) {
+      if (byte === BACKSLASH) i += 1
+      else if (byte === QUOTE) inString = false
+    } else if (byte === QUOTE) {
+      inString = true
+    } else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
+      depth += 1
+      if (depth > max) return i
+    } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
+      depth -= 1
+    }
+  }
+  return undefined
+}
+
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
 
 /** A public event made from an internal one, before it has an id and a time. */

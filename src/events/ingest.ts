@@ -8,13 +8,14 @@ import type { IngestMetricOutcome } from '../admin/metrics.js'
 import type { EventPublisher } from './config.js'
 import { ApiError, type ErrorCode } from '../contract/errors.js'
 import { remoteContext, type Tracing } from '../tracing/tracing.js'
-import { checkEvents, MAX_BATCH, type CheckedEvent } from './cloudevents.js'
+import { checkEvents, MAX_BATCH, MAX_NESTING, tooDeepAt, type CheckedEvent } from './cloudevents.js'
 import type { EventLog, IngestOutcome } from './log.js'
 
 // `POST /events` on the admin port (docs/operations.md, "Events"): internal services publish
 // CloudEvents here, with their own tokens (never the admin token). The order of its checks: the
-// publisher's token (401), the media type (415), the body's size (413), its JSON (400), the
-// events (400 INVALID_EVENT, all or nothing); then the events are written to the log, and only
+// publisher's token (401), the media type (415), the body's size (413), its nesting (400
+// INVALID_EVENT, before it is parsed), its JSON (400), the events (400 INVALID_EVENT, all or
+// nothing); then the events are written to the log, and only
 // once every one is written the publisher gets 202. Each request is one log line, one span and
 // its events' counts in `gateway_events_ingested_total`; no token or body is ever logged.
 
@@ -153,9 +154,17 @@ export function ingestRoutes(deps: IngestDependencies) {
       const state = stateOf(request)
       const publisher = state.publisher as EventPublisher
       const batch = mediaTypeOf(request.headers['content-type']) === BATCH_TYPE
+      const bytes = request.body as Buffer | undefined ?? Buffer.alloc(0)
+      // Nesting is bounded before the body is parsed (docs/operations.md, "The ingest endpoint").
+      if (tooDeepAt(bytes) !== undefined) {
+        count(publisher, undefined, 'refused', state)
+        return refuse(request, reply, new ApiError('INVALID_EVENT', `The body nests arrays and objects deeper than ${MAX_NESTING} levels; nothing was accepted.`, {
+          errors: [{ field: 'body', code: 'OUT_OF_RANGE', detail: `Arrays and objects nest at most ${MAX_NESTING} levels deep.` }],
+        }))
+      }
       let body: unknown
       try {
-        body = JSON.parse((request.body as Buffer | undefined ?? Buffer.alloc(0)).toString('utf8'))
+        body = JSON.parse(bytes.toString('utf8'))
       } catch {
         count(publisher, undefined, 'refused', state)
         return refuse(request, reply, new ApiError('MALFORMED_JSON', 'The body is not one well-formed JSON document.'))

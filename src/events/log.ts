@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
 import type { KeyMode } from '../keys/principal.js'
-import type { CheckedEvent } from './cloudevents.js'
-import { publicPart, type AppendOutcome, type EventStore, type IndexSelector, type NewEvent, type Partition } from './store.js'
+import type { CheckedEvent, MappedEvent } from './cloudevents.js'
+import { publicPart, type AppendOutcome, type Claim, type EventStore, type NewEvent, type Partition } from './store.js'
 import { EVENT_ID_PREFIX } from '../routes/policy.js'
 import type { EventFacts, EventTypes, Viewer } from './types.js'
-import { UlidFactory } from './ulid.js'
+import { UlidFactory, ulidMillis } from './ulid.js'
 
 // The event log (docs/architecture.md, "Events"): thin public events made from what internal
 // services publish, kept for `events.retentionDays`, read by each credential within what it
@@ -110,31 +110,49 @@ export class EventLog {
   }
 
   /**
-   * Keeps the events of one ingest request, checked and mapped, from `source` in `mode`:
-   * one time for the request, an id each, one append per brand. Resolves once every event is
+   * Keeps the events of one ingest request, checked and mapped, from `source` in `mode`: an id
+   * each, one claim of their (source, id)s, one append per brand. Resolves once every event is
    * written and every listener has seen it; rejects when the store cannot (nothing is half
    * answered: a retry finds the events written so far as copies).
+   *
+   * A (source, id) is one event whatever brand it names (docs/architecture.md, "The ingest"):
+   * the first claim of it names the brand and id its event is kept under. A copy of the same
+   * brand is written under that id (the store keeps the first write of an id), so a retry
+   * completes what a failed request claimed and did not write; a copy naming another brand is
+   * answered with the event kept there, and when that is not written yet, the request fails
+   * (503) and its retry finds it.
    */
   async ingest(source: string, mode: KeyMode, events: readonly CheckedEvent[], requestTraceparent?: string): Promise<IngestOutcome[]> {
     const now = this.now()
     const outcomes: IngestOutcome[] = []
+    const fresh: { event: CheckedEvent & { mapped: MappedEvent }; ulid: string; millis: number; dedupe: string }[] = []
+    for (const event of events) {
+      if (event.mapped === undefined) outcomes[event.index] = { kind: 'dropped', index: event.index, sourceId: event.id }
+      else {
+        const ulid = this.ulids.next(now)
+        fresh.push({ event: event as CheckedEvent & { mapped: MappedEvent }, ulid: ulid.text, millis: ulid.millis, dedupe: dedupeDigest(source, event.id) })
+      }
+    }
+    const claims = await this.store.claim(source, fresh.map((f) => ({ dedupe: f.dedupe, brand: f.event.mapped.brand, ulid: f.ulid })), DEDUPE_MS)
     // A request's events share a millisecond (or a few): its text is made once for each.
     let millis = -1
     let createdAt = ''
     const byBrand = new Map<string, { event: CheckedEvent; made: NewEvent; logged: LoggedEvent }[]>()
-    for (const event of events) {
-      if (event.mapped === undefined) {
-        outcomes[event.index] = { kind: 'dropped', index: event.index, sourceId: event.id }
-        continue
-      }
+    const elsewhere: { event: CheckedEvent; claim: Claim }[] = []
+    fresh.forEach(({ event, ulid: own, millis: ownMillis }, i) => {
       const mapped = event.mapped
-      const ulid = this.ulids.next(now)
-      if (ulid.millis !== millis) {
-        millis = ulid.millis
-        createdAt = new Date(millis).toISOString()
+      const claim = claims[i] ?? { brand: mapped.brand, ulid: own }
+      if (claim.brand !== mapped.brand) {
+        elsewhere.push({ event, claim })
+        return
+      }
+      const at = claim.ulid === own ? ownMillis : ulidMillis(claim.ulid)
+      if (at !== millis) {
+        millis = at
+        createdAt = new Date(at).toISOString()
       }
       const publicEvent: PublicEvent = {
-        id: `${EVENT_ID_PREFIX}${ulid.text}`,
+        id: `${EVENT_ID_PREFIX}${claim.ulid}`,
         type: mapped.type,
         createdAt,
         mode,
@@ -144,33 +162,38 @@ export class EventLog {
       const traceparent = event.traceparent ?? requestTraceparent
       const origin: EventOrigin = { source, sourceId: event.id, ...(traceparent === undefined ? {} : { traceparent }) }
       const json = JSON.stringify(publicEvent)
-      const made: NewEvent = {
-        ulid: ulid.text, millis: ulid.millis, type: mapped.type, propertyId: mapped.propertyId,
-        dedupe: dedupeDigest(source, event.id), record: `${json}\n${JSON.stringify(origin)}`,
-      }
+      const made: NewEvent = { ulid: claim.ulid, millis: at, type: mapped.type, propertyId: mapped.propertyId, record: `${json}\n${JSON.stringify(origin)}` }
       const group = byBrand.get(mapped.brand) ?? []
       group.push({ event, made, logged: { event: publicEvent, json, brand: mapped.brand, origin } })
       byBrand.set(mapped.brand, group)
-    }
-    const times = { oldest: now - this.retentionMs, retentionMs: this.retentionMs, dedupeMs: DEDUPE_MS }
+    })
+    const times = { oldest: now - this.retentionMs, retentionMs: this.retentionMs }
     const seen: (LoggedEvent & { duplicate: boolean })[] = []
+    const copy = (event: CheckedEvent, brand: string, record: string): void => {
+      const { json, origin } = split(record)
+      const kept = JSON.parse(json) as PublicEvent
+      outcomes[event.index] = { kind: 'duplicate', index: event.index, sourceId: event.id, eventId: kept.id }
+      seen.push({ event: kept, json, brand, origin, duplicate: true })
+    }
     await Promise.all([...byBrand].map(async ([brand, group]) => {
       const results = await this.store.append({ brand, mode }, group.map((g) => g.made), times)
       results.forEach((result: AppendOutcome, i) => {
         const { event, logged } = group[i] as (typeof group)[number]
-        const eventId = `${EVENT_ID_PREFIX}${result.ulid}`
         if (result.kind === 'stored') {
-          outcomes[event.index] = { kind: 'accepted', index: event.index, sourceId: event.id, eventId }
+          outcomes[event.index] = { kind: 'accepted', index: event.index, sourceId: event.id, eventId: logged.event.id }
           seen.push({ ...logged, duplicate: false })
-          return
-        }
-        outcomes[event.index] = { kind: 'duplicate', index: event.index, sourceId: event.id, eventId }
-        if (result.record !== null) {
-          const { json, origin } = split(result.record)
-          seen.push({ event: JSON.parse(json) as PublicEvent, json, brand, origin, duplicate: true })
+        } else {
+          copy(event, brand, result.record)
         }
       })
     }))
+    // Copies of events kept under another brand: read once this request's own are written (the
+    // first of them may be in this very request).
+    for (const { event, claim } of elsewhere) {
+      const record = await this.store.get({ brand: claim.brand, mode }, claim.ulid)
+      if (record === null) throw new Error(`the first copy of event '${event.id}' of ${source} is not written yet`)
+      copy(event, claim.brand, record)
+    }
     for (const listener of this.listeners) await listener(seen)
     return outcomes
   }
@@ -182,23 +205,19 @@ export class EventLog {
    */
   async list(viewer: Viewer, filters: EventFilters, page: number, perPage: number): Promise<{ total: number; json: string }> {
     const types = this.types.typesSeenBy(viewer).filter((type) => filters.type === undefined || type === filters.type)
-    const indexes: IndexSelector[] = []
-    for (const type of types) {
-      if (filters.propertyId !== undefined) {
-        if (viewer.properties === 'all' || viewer.properties.has(filters.propertyId)) indexes.push({ type, property: filters.propertyId })
-      } else if (viewer.properties === 'all') {
-        indexes.push({ type, property: '*' })
-      } else {
-        indexes.push({ type, property: null })
-        for (const property of viewer.properties) indexes.push({ type, property })
-      }
-    }
     const now = this.now()
     const from = Math.max(now - this.retentionMs, filters.createdAfter === undefined ? 0 : Math.floor(filters.createdAfter) + 1)
     const to = filters.createdBefore === undefined ? Number.MAX_SAFE_INTEGER : Math.ceil(filters.createdBefore) - 1
-    if (indexes.length === 0 || from > to) return { total: 0, json: '[]' }
+    // About one property (asked for, and one the credential may use), any (a credential of all
+    // properties), or none or one of the credential's.
+    const wanted = filters.propertyId
+    const visible = wanted === undefined || viewer.properties === 'all' || viewer.properties.has(wanted)
+    if (types.length === 0 || from > to || !visible) return { total: 0, json: '[]' }
+    const selection = wanted !== undefined
+      ? { properties: [wanted], withoutProperty: false }
+      : viewer.properties === 'all' ? { properties: '*' as const, withoutProperty: false } : { properties: [...viewer.properties], withoutProperty: true }
     const partition: Partition = { brand: viewer.brand, mode: viewer.mode }
-    const { total, ulids } = await this.store.page(partition, { indexes, from, to, offset: (page - 1) * perPage, limit: perPage })
+    const { total, ulids } = await this.store.page(partition, { types, ...selection, from, to, offset: (page - 1) * perPage, limit: perPage })
     return { total, json: `[${(await this.publicJson(partition, ulids)).join(',')}]` }
   }
 

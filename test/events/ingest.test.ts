@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto'
 import { request } from 'undici'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { FieldError } from '../../src/contract/errors.js'
+import { GLOBEX_HOST } from '../helpers/config.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import {
   accepted, BATCH, EVENT_ID, guestEvent, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS, propertyUpdated, SINGLE,
 } from '../helpers/events.js'
-import { expectEnvelope, expectProblem, REQUEST_ID } from '../helpers/problem.js'
+import { expectEnvelope, expectProblem, REQUEST_ID, type ExpectedProblem } from '../helpers/problem.js'
 import { captureLogs } from '../helpers/logs.js'
 import { Redis } from 'ioredis'
 import { keysUnder, REDIS_URL } from '../helpers/redis.js'
@@ -140,6 +141,19 @@ describe('POST /events', () => {
     expect(await eventKeys()).toEqual([])
   })
 
+  it('refuses JSON nested deeper than 32 levels with 400, before parsing it: a 1 MiB body of nested arrays', async () => {
+    const nested: ExpectedProblem = { code: 'INVALID_EVENT', instance: '/events', detail: 'The body nests arrays and objects deeper than 32 levels; nothing was accepted.',
+      errors: [{ field: 'body', code: 'OUT_OF_RANGE', detail: 'Arrays and objects nest at most 32 levels deep.' }] }
+    // Unbalanced, so a parse would call it malformed: the nesting is what refuses it.
+    expectProblem(await publish(admin, undefined, { raw: '['.repeat(1024 * 1024 - 16), contentType: BATCH }), nested)
+    const deep = (levels: number): unknown => (levels === 0 ? 'x' : { x: deep(levels - 1) })
+    // 33 levels: the batch, the event, its data and 30 more objects in it; one level less is taken.
+    expectProblem(await publish(admin, [hotelChanged(hotel, 'ACME', {}, { nested: deep(30) })]), nested)
+    expect(accepted(await publish(admin, [hotelChanged(hotel, 'ACME', {}, { nested: deep(29) })]))).toHaveLength(1)
+    // Brackets in strings are text.
+    expect(accepted(await publish(admin, [hotelChanged(hotel, 'ACME', {}, { text: '[{'.repeat(100) })]))).toHaveLength(1)
+  })
+
   it('refuses malformed JSON with 400', async () => {
     expectProblem(await publish(admin, undefined, { raw: '[{"specversion": "1.0",', contentType: BATCH }), { code: 'MALFORMED_JSON', instance: '/events', detail: 'The body is not one well-formed JSON document.' })
     expectProblem(await publish(admin, undefined, { raw: '', contentType: SINGLE }), { code: 'MALFORMED_JSON', instance: '/events', detail: 'The body is not one well-formed JSON document.' })
@@ -240,6 +254,27 @@ describe('POST /events', () => {
     expect((JSON.parse(before.body) as { data: unknown[] }).data).toEqual([after[0]])
     // One new event's keys: its record and copy record, and a property index of another hotel.
     expect((await eventKeys()).filter((k) => !keys.includes(k))).toHaveLength(3)
+  })
+
+  it('recognises a copy by its source and id whatever brand it names: the same id under another chain code creates nothing', async () => {
+    const globexKey = await t.key({ brand: 'globex' })
+    const globexHotel = String(t.pms.hotels.find((h) => h.chain_code === 'GLBX')?.hotel_uuid)
+    const id = randomUUID()
+    const [first] = accepted(await publish(admin, hotelChanged(hotel, 'ACME', { id })))
+    const keys = await eventKeys()
+    // Sent again naming another brand, alone and in a batch with a copy naming the first brand.
+    const [again] = accepted(await publish(admin, hotelChanged(globexHotel, 'GLBX', { id })))
+    expect(again).toEqual({ id, eventId: first?.eventId, duplicate: true })
+    const batch = accepted(await publish(admin, [hotelChanged(globexHotel, 'GLBX', { id }), hotelChanged(hotel, 'ACME', { id })]))
+    expect(batch).toEqual([{ id, eventId: first?.eventId, duplicate: true }, { id, eventId: first?.eventId, duplicate: true }])
+    expect(await eventKeys()).toEqual(keys)
+    const globexEvents = async (): Promise<Answer> => t.call('GET', '/v1/events', { key: globexKey, host: GLOBEX_HOST })
+    expectEnvelope(await globexEvents(), { page: 1, perPage: 20, total: 0 })
+    // The first copy of an id in one request decides its brand, for the copies after it too.
+    const fresh = randomUUID()
+    const both = accepted(await publish(admin, [hotelChanged(globexHotel, 'GLBX', { id: fresh }), hotelChanged(hotel, 'ACME', { id: fresh })]))
+    expect(both).toEqual([{ id: fresh, eventId: expect.stringMatching(EVENT_ID), duplicate: false }, { id: fresh, eventId: both[0]?.eventId, duplicate: true }])
+    expect((JSON.parse((await globexEvents()).body) as { data: { id: string }[] }).data.map((e) => e.id)).toEqual([both[0]?.eventId])
   })
 
   it('recognises a copy by its source and id: another publisher\'s event of the same id is its own', async () => {

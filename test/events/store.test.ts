@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { MemoryEventStore, RedisEventStore, type EventStore, type IndexSelector, type NewEvent } from '../../src/events/store.js'
+import { MemoryEventStore, PRESENT_FIRST, RedisEventStore, type EventStore, type NewEvent, type PageQuery } from '../../src/events/store.js'
 import { UlidFactory } from '../../src/events/ulid.js'
 import { prng } from '../../mocks/random.js'
 import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
@@ -20,7 +20,7 @@ afterAll(async () => {
 const TYPES = ['guest.created', 'property.updated']
 const PROPERTIES = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222', '33333333-3333-4333-8333-333333333333', null]
 const DAY = 86_400_000
-const times = { oldest: 0, retentionMs: DAY, dedupeMs: DAY }
+const times = { oldest: 0, retentionMs: DAY }
 
 type Made = NewEvent
 
@@ -36,7 +36,7 @@ async function fill(stores: EventStore[], count: number, from: number, spanMs: n
     const ulid = ulids.next(now)
     const type = TYPES[Math.floor(random() * TYPES.length)] as string
     const propertyId = PROPERTIES[Math.floor(random() * PROPERTIES.length)] ?? null
-    made.push({ ulid: ulid.text, millis: ulid.millis, type, propertyId, dedupe: `d${seed}-${i}`, record: `{}\n{"source":"pms"}` })
+    made.push({ ulid: ulid.text, millis: ulid.millis, type, propertyId, record: `{}\n{"source":"pms"}` })
   }
   for (let i = 0; i < made.length; i += 100) {
     for (const store of stores) await store.append({ brand: 'acme', mode: 'live' }, made.slice(i, i + 100), times)
@@ -44,9 +44,12 @@ async function fill(stores: EventStore[], count: number, from: number, spanMs: n
   return made
 }
 
-function reference(events: Made[], indexes: IndexSelector[], from: number, to: number): string[] {
-  return events.filter((e) => e.millis >= from && e.millis <= to && indexes.some((x) => x.type === e.type && (x.property === '*' || x.property === e.propertyId)))
-    .map((e) => e.ulid).sort()
+type Selection = Pick<PageQuery, 'types' | 'properties' | 'withoutProperty'>
+
+function reference(events: Made[], selection: Selection, from: number, to: number): string[] {
+  const about = (propertyId: string | null): boolean => selection.properties === '*'
+    || (propertyId === null ? selection.withoutProperty : selection.properties.includes(propertyId))
+  return events.filter((e) => e.millis >= from && e.millis <= to && selection.types.includes(e.type) && about(e.propertyId)).map((e) => e.ulid).sort()
 }
 
 describe('the event store', () => {
@@ -54,58 +57,83 @@ describe('the event store', () => {
     const base = Date.now() - 60_000
     const merging = new RedisEventStore(redis, prefix, 1_000_000)
     const searching = new RedisEventStore(redis, prefix, 0)
+    // Every list asks first which properties have events: fewer than the list, or more.
+    const asking = new RedisEventStore(redis, prefix, 1_000_000, 0)
     const memory = new MemoryEventStore()
     const events = await fill([merging, memory], 600, base, 30_000, 7)
     const random = prng(11)
-    const selections: IndexSelector[][] = [
-      [{ type: 'property.updated', property: '*' }],
-      TYPES.map((type) => ({ type, property: '*' })),
-      [{ type: 'property.updated', property: null }, { type: 'property.updated', property: PROPERTIES[0] as string }],
-      TYPES.flatMap((type) => [{ type, property: null }, ...PROPERTIES.slice(0, 2).map((p) => ({ type, property: p as string }))]),
-      [{ type: 'guest.created', property: PROPERTIES[2] as string }],
-      [{ type: 'no.such', property: '*' }],
+    const listed = (count: number): string[] => PROPERTIES.slice(0, count) as string[]
+    const selections: Selection[] = [
+      { types: ['property.updated'], properties: '*', withoutProperty: false },
+      { types: TYPES, properties: '*', withoutProperty: false },
+      { types: ['property.updated'], properties: listed(1), withoutProperty: true },
+      { types: TYPES, properties: listed(2), withoutProperty: true },
+      // Properties without events among them (a credential of many properties).
+      { types: TYPES, properties: [...listed(2), 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa', 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb'], withoutProperty: true },
+      // More than PRESENT_FIRST: which of them have events is asked first.
+      { types: TYPES, properties: [...Array.from({ length: PRESENT_FIRST }, (_, i) => `cccccccc-cccc-4ccc-8ccc-${String(i).padStart(12, '0')}`), ...listed(3)], withoutProperty: true },
+      { types: ['guest.created'], properties: [PROPERTIES[2] as string], withoutProperty: false },
+      { types: TYPES, properties: [], withoutProperty: true },
+      { types: TYPES, properties: [], withoutProperty: false },
+      { types: ['no.such'], properties: '*', withoutProperty: false },
     ]
     let compared = 0
-    for (const indexes of selections) {
+    for (const selection of selections) {
       for (let round = 0; round < 12; round += 1) {
         const from = round % 3 === 0 ? 0 : base + Math.floor(random() * 15_000)
         const to = round % 4 === 0 ? Number.MAX_SAFE_INTEGER : from + Math.floor(random() * 20_000)
-        const expected = reference(events, indexes, from, to)
+        const expected = reference(events, selection, from, to)
         const limit = 1 + Math.floor(random() * 40)
         const offset = round % 5 === 0 ? expected.length + 3 : Math.floor(random() * Math.max(1, expected.length))
         const page = expected.slice(offset, offset + limit)
-        for (const store of [merging, searching, memory]) {
-          expect(await store.page({ brand: 'acme', mode: 'live' }, { indexes, from, to, offset, limit })).toEqual({ total: expected.length, ulids: page })
+        for (const store of [merging, searching, asking, memory]) {
+          expect(await store.page({ brand: 'acme', mode: 'live' }, { ...selection, from, to, offset, limit })).toEqual({ total: expected.length, ulids: page })
           compared += 1
         }
       }
     }
-    expect(compared).toBe(selections.length * 12 * 3)
+    expect(compared).toBe(selections.length * 12 * 4)
   })
 
-  it('keeps a (source, id) once: a copy gets the first ulid and record and stores nothing', async () => {
+  it('claims a (source, id) once, whatever brand it names: a later claim gets the first one\'s brand and ulid', async () => {
     for (const store of [new RedisEventStore(redis, prefix), new MemoryEventStore()]) {
-      const partition = { brand: 'globex', mode: 'test' } as const
-      const first: NewEvent = { ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E2', millis: Date.now(), type: 'property.updated', propertyId: null, dedupe: 'same', record: '{"n":1}\n{}' }
-      const copy: NewEvent = { ...first, ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E3', record: '{"n":2}\n{}' }
-      expect(await store.append(partition, [first, copy], times)).toEqual([
-        { kind: 'stored', ulid: first.ulid }, { kind: 'duplicate', ulid: first.ulid, record: '{"n":1}\n{}' },
-      ])
-      expect(await store.get(partition, copy.ulid)).toBeNull()
-      expect(await store.page(partition, { indexes: [{ type: 'property.updated', property: '*' }], from: 0, to: Number.MAX_SAFE_INTEGER, offset: 0, limit: 10 }))
-        .toEqual({ total: 1, ulids: [first.ulid] })
-      expect(await store.records(partition, [copy.ulid, first.ulid])).toEqual([null, '{"n":1}\n{}'])
+      const source = `pms-${Math.random().toString(36).slice(2, 8)}`
+      const first = { dedupe: 'same', brand: 'acme', ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E2' }
+      expect(await store.claim(source, [first, { ...first, brand: 'globex', ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E3' }, { dedupe: 'other', brand: 'globex', ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E4' }], DAY))
+        .toEqual([undefined, { brand: 'acme', ulid: first.ulid }, undefined])
+      expect(await store.claim(source, [{ ...first, ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E5' }], DAY)).toEqual([{ brand: 'acme', ulid: first.ulid }])
+      // Another publisher's event of the same id is its own.
+      expect(await store.claim(`${source}-b`, [first], DAY)).toEqual([undefined])
+      expect(await store.claim(source, [], DAY)).toEqual([])
     }
   })
 
-  it('shares no key across partitions: every key of one partition holds its {brand:mode} hash tag', async () => {
+  it('keeps an id once: a second write of it gets the first record and stores nothing', async () => {
+    for (const store of [new RedisEventStore(redis, prefix), new MemoryEventStore()]) {
+      const partition = { brand: 'globex', mode: 'test' } as const
+      const first: NewEvent = { ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1F2', millis: Date.now(), type: 'property.updated', propertyId: null, record: '{"n":1}\n{}' }
+      // A copy that names another property is not indexed under it.
+      const copy: NewEvent = { ...first, propertyId: PROPERTIES[0] as string, record: '{"n":2}\n{}' }
+      expect(await store.append(partition, [first, copy], times)).toEqual([
+        { kind: 'stored', ulid: first.ulid }, { kind: 'duplicate', ulid: first.ulid, record: '{"n":1}\n{}' },
+      ])
+      const all: Omit<PageQuery, 'types'> = { properties: '*', withoutProperty: false, from: 0, to: Number.MAX_SAFE_INTEGER, offset: 0, limit: 10 }
+      expect(await store.page(partition, { ...all, types: ['property.updated'] })).toEqual({ total: 1, ulids: [first.ulid] })
+      expect(await store.page(partition, { ...all, types: ['property.updated'], properties: [PROPERTIES[0] as string] })).toEqual({ total: 0, ulids: [] })
+      expect(await store.records(partition, [first.ulid, '01JDZ8Q3W4X5Y6Z7A8B9C0D1F3'])).toEqual(['{"n":1}\n{}', null])
+    }
+  })
+
+  it('shares no key across partitions: every key of one partition holds its {brand:mode} hash tag, a publisher\'s copy records its own', async () => {
     const own = testPrefix()
     const store = new RedisEventStore(redis, own)
-    const event: NewEvent = { ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E4', millis: Date.now(), type: 'guest.created', propertyId: PROPERTIES[0] as string, dedupe: 'k', record: '{}\n{}' }
+    const event: NewEvent = { ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E4', millis: Date.now(), type: 'guest.created', propertyId: PROPERTIES[0] as string, record: '{}\n{}' }
+    await store.claim('pms', [{ dedupe: 'k', brand: 'acme', ulid: event.ulid }], DAY)
     await store.append({ brand: 'acme', mode: 'live' }, [event], times)
     const keys = (await redis.keys(`${own}*`)).sort()
     expect(keys).toEqual([
-      `${own}ev:{acme:live}:d:k`, `${own}ev:{acme:live}:e:${event.ulid}`, `${own}ev:{acme:live}:p:guest.created:${PROPERTIES[0] as string}`, `${own}ev:{acme:live}:t:guest.created`,
+      `${own}ev:{acme:live}:e:${event.ulid}`, `${own}ev:{acme:live}:p:guest.created:${PROPERTIES[0] as string}`, `${own}ev:{acme:live}:ps`,
+      `${own}ev:{acme:live}:t:guest.created`, `${own}ev:{src:pms}:d:k`,
     ])
     await removePrefix(redis, own)
   })
