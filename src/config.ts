@@ -202,6 +202,8 @@ const eventsSchema = z.strictObject({
   // Webhooks (docs/operations.md, "Webhooks"): partners' endpoints and the deliveries to them.
   maxEndpointsPerCredential: z.number().int().min(1).max(1000).default(10)
     .describe('How many webhook endpoints one credential may have; one more is refused 409 `WEBHOOK_ENDPOINT_LIMIT_REACHED`'),
+  maxManualDeliveriesPerEndpoint: z.number().int().min(1).max(100_000).default(100)
+    .describe('Deliveries a partner asked for (`test`, `redeliver`) not yet finished, per endpoint; one more is refused 429 `RATE_LIMITED`'),
   deliveryTimeoutMs: z.number().int().min(100).max(60_000).default(15_000)
     .describe('How long a delivery attempt waits for the endpoint\'s 2xx; past it the attempt failed (`timeout`)'),
   retrySchedule: z.array(z.number().positive().max(7 * 86_400)).min(1).max(20).default([5, 300, 1800, 7200, 18000, 36000, 36000])
@@ -212,8 +214,8 @@ const eventsSchema = z.strictObject({
     .describe('At most this many attempts in flight to one endpoint, across every instance: a slow endpoint delays no other'),
   deliveryWorkers: z.number().int().min(1).max(1000).default(64)
     .describe('Attempts one instance makes at once, to all endpoints together'),
-  deliveryLockSeconds: z.number().positive().max(600).default(30)
-    .describe('An attempt holds its delivery this long, renewed while it runs; an instance that dies mid-attempt hands it to another once this lapses'),
+  deliveryLockSeconds: z.number().positive().max(600).default(20)
+    .describe('An attempt holds its delivery this long, renewed while it runs; the attempt of an instance that dies mid-attempt is made again by another within 1.5 times this'),
   allowPrivateTargets: z.boolean().default(false)
     .describe('Deliver to loopback, private and other internal addresses too; for tests and the demo only (the start warns)'),
   allowHttp: z.boolean().default(false)
@@ -481,7 +483,9 @@ export const envSchema = z.object({
   EVENTS_WORKER: z.enum(['on', 'off', 'only']).optional()
     .describe('`on`: serve and deliver webhooks; `off`: serve only; `only`: deliver only (no public port). Unset: `events.workers` decides'),
   WEBHOOKS_SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional()
-    .describe('Encrypts webhook endpoints\' signing secrets in Redis; every instance needs the same one. Unset: a fixed development key (the start warns)'),
+    .describe('Seals webhook endpoints\' signing secrets in Redis; every instance needs the same one. Required by `npm start` when `events.types` is not empty'),
+  WEBHOOKS_SECRET_KEY_PREVIOUS: z.string().refine((text) => text.split(',').every((key) => key.trim().length >= 32), 'must be a comma-separated list of keys of at least 32 characters each').optional()
+    .describe('Earlier values of `WEBHOOKS_SECRET_KEY`, comma-separated: secrets sealed under them still open (and are sealed again under the current key)'),
   CONFIG_FILE: z.string().min(1).default('config/default.json').describe('Path of the JSON config file'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level'),
   OAUTH_ISSUER: z.string().min(1).optional().describe('One token issuer (`iss`), replacing the file\'s `oauth.issuers`; needs `OAUTH_JWKS_URI` and `OAUTH_AUDIENCE`'),
@@ -621,8 +625,10 @@ export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'> {
   eventPublishers: EventPublisher[]
   /** Whether this instance serves the public port and delivers webhooks (EVENTS_WORKER, else `events.workers`). */
   eventsWorker: 'on' | 'off' | 'only'
-  /** Encrypts webhook secrets at rest; undefined: the development key. */
+  /** Seals webhook secrets at rest; undefined (tests and the demo only): the development key. */
   webhooksSecretKey: string | undefined
+  /** Earlier keys, which still open what they sealed. */
+  webhooksPreviousKeys: string[]
 }
 
 export class ConfigError extends Error {
@@ -658,7 +664,7 @@ function describeIssues(source: string, error: z.ZodError): string[] {
 interface LoadOptions {
   /** `npm start` needs a PMS; tests and tools do not. */
   requirePms?: boolean
-  /** `npm start` needs the token of every upstream with a `tokenHeader`; the key tool does not. */
+  /** `npm start` needs the token of every upstream with a `tokenHeader`, and WEBHOOKS_SECRET_KEY when there are webhooks; the key tool does not. */
   requireTokens?: boolean
   /** Settings given in code win over the file (tests). */
   overrides?: Partial<FileConfigInput>
@@ -692,6 +698,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
   problems.push(...upstreamUrlProblems(upstreamUrlsOf(merged, configFile, env, problems)))
   const upstreams = file === undefined ? {} : resolveUpstreams(file, env, problems, options.requireTokens === true)
   const eventPublishers = file === undefined ? [] : resolvePublishers(file.events, env, envResult.success ? envResult.data.ADMIN_TOKEN : undefined, problems)
+  // Without it every signing secret would be sealed under a key anyone can read in the source.
+  if (options.requireTokens === true && file !== undefined && file.events.types.length > 0 && picked.WEBHOOKS_SECRET_KEY === undefined) {
+    problems.push('environment WEBHOOKS_SECRET_KEY: required when events.types declares events (webhook signing secrets are sealed with it); at least 32 characters')
+  }
   if (problems.length > 0 || file === undefined || !envResult.success) throw new ConfigError(problems)
 
   const e = envResult.data
@@ -725,6 +735,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     eventPublishers,
     eventsWorker: e.EVENTS_WORKER ?? (file.events.workers ? 'on' : 'off'),
     webhooksSecretKey: e.WEBHOOKS_SECRET_KEY,
+    webhooksPreviousKeys: e.WEBHOOKS_SECRET_KEY_PREVIOUS?.split(',').map((key) => key.trim()) ?? [],
   }
 }
 

@@ -5,6 +5,7 @@ import pino from 'pino'
 import { ConfigError, loadConfig, type Config } from '../config.js'
 import { createRedis, redisMode, redisTarget, type RedisTarget } from '../redis.js'
 import { RedisKeyStore } from '../keys/store.js'
+import { EndpointStore } from '../webhooks/endpoints.js'
 import { AuditTrail, RedisAuditStore } from './audit.js'
 import type { CredentialView, FieldName, UsageView, AuditEntry } from './schemas.js'
 import { CredentialInputError, CredentialNotFound, CredentialService, knownOf, parseOverlap, type Label } from './service.js'
@@ -329,6 +330,8 @@ export async function runKeyTool(argv: string[], env: NodeJS.ProcessEnv, io: Too
       usage: new RedisUsageStore(redis, config.redisPrefix),
       audit: new AuditTrail(new RedisAuditStore(redis, config.redisPrefix), config.audit.retentionDays * 86_400_000, toolLogger(config, io)),
       known: knownOf(config),
+      // A revoked credential's webhook endpoints go with it (its queued deliveries then end without an attempt).
+      onRevoke: async (id) => { await new EndpointStore(redis, config.redisPrefix).removeAllOf(id) },
     })
     await execute(service, parsed, io)
     return 0
