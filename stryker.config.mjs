@@ -38,6 +38,9 @@ export default {
     'src/events/**/*.ts',
     // Webhooks: the address guard, the signatures, the endpoints API's validation, the delivery rules.
     'src/webhooks/**/*.ts',
+    // The partner portal: a link's rules, the sessions and their ending, the cookie and the
+    // CSRF token, the portal's step 4 and which partner routes it serves.
+    'src/portal/**/*.ts',
     // The request log line and the request metrics: an operator's surface, not a rule a partner
     // sees, pinned by the observability tests by field name; its mutants are mostly in the
     // serialiser's schema and pino's plumbing, where a change alters no answer.

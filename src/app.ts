@@ -43,6 +43,11 @@ import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
 import { assertPolicy, DEFAULT_BODY_BYTES, type RoutePolicy } from './routes/policy.js'
 import type { Tracing } from './tracing/tracing.js'
+import { portalTwin } from './portal/api.js'
+import { portalHeaders } from './portal/http.js'
+import { portalSessionStage } from './portal/pipeline.js'
+import { portalPolicies, portalRoutes } from './portal/routes.js'
+import type { PortalSessions } from './portal/sessions.js'
 import './types.js'
 
 export interface AppDependencies {
@@ -73,6 +78,8 @@ export interface AppDependencies {
   events?: EventLog
   /** The webhook endpoints API (webhooks/routes.ts); without it (no Redis) it is not served. */
   webhooks?: (app: FastifyInstance) => Promise<void>
+  /** The partner portal's sessions (portal/sessions.ts); without them (no Redis, or `portal.enabled` false) no /portal route is served. */
+  portal?: PortalSessions
 }
 
 function noop(): void {}
@@ -129,7 +136,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: generateRequestId,
     childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
-    // Fastify takes a hop count too, though its types leave it out.
+    // The config refuses a hop count (src/http/config.ts): only these two forms get here.
     trustProxy: config.trustProxy as boolean | string[],
     serverFactory: serverWithTimeouts(config.server, config.docsUrl, routes),
     bodyLimit: DEFAULT_BODY_BYTES,
@@ -151,7 +158,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('gatewayConfig', config)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
-  for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
+  for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'portalSession', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
     'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'upstreamPath', 'upstreamQuery', 'upstreamCut', 'cacheResult', 'idempotencyKey', 'idempotency'] as const) {
     app.decorateRequest(field, null)
   }
@@ -177,13 +184,17 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const warningMs = config.keys.expiryWarningDays * 86_400_000
   const noticeExpiry = warningMs > 0 ? expiryNoticeStage(warningMs) : undefined
 
+  // The partner portal's session stands in for the credential at step 4 on its routes.
+  const portalSession = deps.portal === undefined ? undefined : portalSessionStage(deps.portal, authFailures)
+
   /**
    * The order of checks (docs/architecture.md, "Order of checks") for one route, composed from
    * its policy when the route is registered, so no stage looks its route up per request. Steps
    * 1 to 6 run on the request's head; the body (on routes that take one) is read after them,
-   * and the resource steps run once it is in.
+   * and the resource steps run once it is in. `step4` finds the caller: the Bearer credential,
+   * or on the portal's routes its session.
    */
-  function pipelineFor(url: string, policy: RoutePolicy): { onRequest: onRequestHookHandler[]; preHandler: preHandlerAsyncHookHandler[] } {
+  function pipelineFor(url: string, policy: RoutePolicy, step4: Check = authenticate): { onRequest: onRequestHookHandler[]; preHandler: preHandlerAsyncHookHandler[] } {
     const brandScoped = policy.scope !== 'none'
     // Logs and metrics name a declared route by its declared path (docs/architecture.md, "The
     // pass-through's bounds").
@@ -192,7 +203,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       routingStage(routes, label, brandScoped), // 1. route and host
       negotiationStage, // 2. Accept
       ...(policy.auth ? [headerStage(policy.scope, policy.idempotency), bodyStage(policy)] : []), // 3. headers, body framing
-      ...(policy.auth ? [authenticate] : []), // 4. API key or access token, where it is used from, brand,
+      ...(policy.auth ? [step4] : []), // 4. API key or access token, where it is used from, brand,
       ...(policy.auth && noticeExpiry !== undefined ? [noticeExpiry] : []), // (its coming expiry on every answer from here on)
       ...(policy.auth ? [scopeStage(policy)] : []), // then the method's scope
       ...(policy.auth && limitRate !== undefined ? [limitRate] : []), // 5. quota
@@ -207,16 +218,33 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     return { onRequest, preHandler }
   }
 
-  app.addHook('onRoute', (route) => {
+  app.addHook('onRoute', function onRoute(route) {
+    const own = (hooks: unknown): unknown[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks])
+    const portal = route.config?.portal
+    // The portal's pages and its entering take no credential: the host's brand, and for the
+    // entering the request's form (docs/architecture.md, "The partner portal").
+    if (portal?.kind === 'page' || portal?.kind === 'enter') {
+      routes.add(route.url, route.method, true)
+      const checks: Check[] = portal.kind === 'page'
+        ? [routingStage(routes, route.url, true)]
+        : [routingStage(routes, route.url, true), negotiationStage, headerStage('brand'), bodyStage(portalPolicies.enter)]
+      route.onRequest = [runChecks(checks), ...own(route.onRequest)] as onRequestHookHandler[]
+      return
+    }
     const policy = route.config?.policy
     // Every public route has a policy; one without would skip the checks, so it may not start.
     if (policy === undefined) throw new Error(`route ${String(route.method)} ${route.url} has no policy`)
-    assertPolicy(policy)
+    // The portal's own routes live under /portal, outside the route table of the API.
+    if (portal === undefined || policy.path.startsWith('/v1/')) assertPolicy(policy)
     routes.add(route.url, route.method, policy.scope !== 'none')
-    const stages = pipelineFor(route.url, policy)
-    const own = (hooks: unknown): unknown[] => (hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks])
-    route.onRequest = [...stages.onRequest, ...own(route.onRequest)] as onRequestHookHandler[]
-    route.preHandler = [...stages.preHandler, ...own(route.preHandler)] as preHandlerAsyncHookHandler[]
+    if (portal !== undefined && portalSession === undefined) throw new Error(`route ${String(route.method)} ${route.url} is the portal's, which is not served`)
+    const ownHooks = { onRequest: own(route.onRequest), preHandler: own(route.preHandler) }
+    const stages = pipelineFor(route.url, policy, portal === undefined ? authenticate : (portalSession as NonNullable<typeof portalSession>)(portal.capability))
+    route.onRequest = [...stages.onRequest, ...ownHooks.onRequest] as onRequestHookHandler[]
+    route.preHandler = [...stages.preHandler, ...ownHooks.preHandler] as preHandlerAsyncHookHandler[]
+    // A partner route the portal serves is served again under /portal/api, the same route.
+    const twin = portal === undefined && portalSession !== undefined ? portalTwin(route, ownHooks) : undefined
+    if (twin !== undefined) this.route(twin)
   })
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
@@ -242,6 +270,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     }
   })
   app.addHook('onSend', closeWhileDraining)
+  if (deps.portal !== undefined) app.addHook('onSend', portalHeaders)
   app.addHook('onResponse', observe)
 
   app.setErrorHandler(errorHandler)
@@ -252,6 +281,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
   if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
   if (deps.webhooks !== undefined) await app.register(deps.webhooks)
+  if (deps.portal !== undefined) await app.register(portalRoutes({ sessions: deps.portal, ...(deps.events === undefined ? {} : { events: deps.events }) }))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // An answer that never finished (cut short, or its partner gone while the call ran on):

@@ -28,6 +28,9 @@ import { AuditTrail, MemoryAuditStore, RedisAuditStore, type AuditStore } from '
 import { CredentialService, knownOf } from './credentials/service.js'
 import { MemoryUsageStore, RedisUsageStore, UsageRecorder, type UsageStore } from './credentials/usage.js'
 import type { UpstreamOutcome } from './upstream/errors.js'
+import { portalOrigins } from './portal/config.js'
+import { PortalSessions, type EndReason } from './portal/sessions.js'
+import { PortalSessionStore } from './portal/store.js'
 import { VERSION } from './version.js'
 import { Deliveries, type DeliveriesOptions } from './webhooks/deliveries.js'
 import { EndpointStore } from './webhooks/endpoints.js'
@@ -81,6 +84,8 @@ export interface Gateway {
   events: EventLog
   /** Webhook deliveries (with Redis only). */
   deliveries: Deliveries | undefined
+  /** The partner portal's sessions (with Redis, and `portal.enabled`). */
+  portal: PortalSessions | undefined
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -110,11 +115,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const usage = new UsageRecorder(usageStore, { flushMs: config.usage.flushSeconds * 1000, retentionMs: config.usage.retentionDays * 86_400_000, logger })
   usage.start()
+  const audit = new AuditTrail(auditStore, config.audit.retentionDays * 86_400_000, logger)
+  // The partner portal's sessions live in Redis (docs/architecture.md, "The partner portal").
+  const portal = redis !== undefined && config.portal.enabled
+    ? new PortalSessions({ store: new PortalSessionStore(redis, config.redisPrefix), keys: keyStore, audit, origins: portalOrigins(config.brands) })
+    : undefined
   // Set once the deliveries exist (with Redis): a revoked credential's endpoints go with it.
   let removeEndpointsOf: ((id: string) => Promise<void>) | undefined
   const credentials = new CredentialService({
-    store: keyStore, usage: usageStore, audit: new AuditTrail(auditStore, config.audit.retentionDays * 86_400_000, logger), known: knownOf(config),
+    store: keyStore, usage: usageStore, audit, known: knownOf(config),
     onRevoke: async (id) => { await removeEndpointsOf?.(id) },
+    ...(portal === undefined ? {} : { endPortalSessions: async (id: string, actor: string, reason: EndReason) => void await portal.endAll(id, actor, reason) }),
   })
   const idempotency = new IdempotencyRecords(recordStore, config.redisPrefix, config.idempotency.retentionHours * 3600_000)
   const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
@@ -199,6 +210,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     idempotency, usage, credentials,
     events,
     ...(webhooks === undefined ? {} : { webhooks }),
+    ...(portal === undefined ? {} : { portal }),
     ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
@@ -218,6 +230,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           docsUrl: config.docsUrl,
           storeUp: () => redisMonitor?.up ?? true,
           onError: (error: unknown) => logger.error({ err: error }, 'credentials API request failed'),
+          ...(portal === undefined ? {} : { portal }),
         }),
       }]),
     ],
@@ -241,5 +254,5 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Last: every request's span has ended by now.
     await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries, portal }
 }

@@ -1,6 +1,7 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions as ClientOptions } from 'ioredis'
 import pino, { type Logger } from 'pino'
-import type { Config, HostPort } from './config.js'
+import type { Config } from './config.js'
+import type { HostPort } from './config/process.js'
 
 // Redis connections of the gateway: one server, the master a Sentinel group names, or a
 // Cluster, chosen by the environment. Commands fail at once while Redis is unreachable

@@ -6,12 +6,16 @@ import type { Brand, BrandDirectory } from './http/brands.js'
 import type { TraceContext } from './http/trace.js'
 import type { Principal } from './keys/principal.js'
 import type { ParsedQuery } from './pipeline/parameters.js'
+import type { PortalRoute } from './portal/api.js'
+import type { PortalSession } from './portal/store.js'
 import type { RoutePolicy } from './routes/policy.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** What the route is: every stage of its pipeline is composed from it (app.ts). */
     policy?: RoutePolicy
+    /** A route of the partner portal: its pipeline takes the session instead of a Bearer credential (portal/api.ts). */
+    portal?: PortalRoute
   }
 
   interface FastifyInstance {
@@ -29,6 +33,8 @@ declare module 'fastify' {
     span: Span | null
     correlationId: string | null
     principal: Principal | null
+    /** The partner portal's session behind the principal, on the portal's routes. */
+    portalSession: PortalSession | null
     parsedQuery: ParsedQuery | null
     /** The validated `Service-Property-Id`, lower-cased, on property-scoped routes. */
     propertyId: string | null

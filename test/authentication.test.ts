@@ -226,7 +226,7 @@ describe('the key tool', () => {
     [['create', '--brand', 'acme', '--mode', 'live', '--properties', 'not-a-uuid'], "malformed property UUID 'not-a-uuid'"],
     [['create', '--brand', 'acme', '--mode', 'prod', '--all-properties'], 'create needs --mode live or --mode test'],
     [['create', '--brand', 'acme', '--mode', 'live'], 'create needs exactly one of --properties <uuid,...> and --all-properties'],
-    [['create', '--brand', 'acme', '--mode', 'live', '--all-properties', '--expires-at', 'tomorrow'], "--expires-at 'tomorrow' is not an ISO 8601 date-time"],
+    [['create', '--brand', 'acme', '--mode', 'live', '--all-properties', '--expires-at', 'tomorrow'], "--expires-at 'tomorrow' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)"],
     [['create', '--brand', 'acme', '--mode', 'live', '--all-properties', '--rate-limit', '0'], '--rate-limit takes a whole number of requests above 0'],
     [['show', 'key_doesnotexist'], "no key with id 'key_doesnotexist'"],
     [['suspend', 'key_doesnotexist'], "no key with id 'key_doesnotexist'"],

@@ -7,7 +7,7 @@ import { loadConfig } from '../src/config.js'
 import { errorCatalog, type ErrorCode } from '../src/contract/errors.js'
 import { adminOpenApiDocument } from '../src/credentials/admin-openapi.js'
 import { exampleProblem, openApiDocument, type JsonObject } from '../src/docs/openapi.js'
-import { ADMIN_PORT_CODES, errorCodesOf, publicRoutes } from '../src/docs/responses.js'
+import { ADMIN_PORT_CODES, errorCodesOf, PORTAL_CODES, publicRoutes } from '../src/docs/responses.js'
 import { builtInRoutes } from '../src/routes/policy.js'
 import { checkAnswer, type CheckedAnswer } from './helpers/contract.js'
 import { DOCS_URL } from './helpers/config.js'
@@ -74,13 +74,16 @@ describe('the OpenAPI document', () => {
     const admin = JSON.stringify(adminOpenApiDocument().paths)
     for (const code of Object.keys(errorCatalog) as ErrorCode[]) {
       const link = `errors/${code.toLowerCase().replaceAll('_', '-')}.html`
-      if (ADMIN_PORT_CODES.has(code)) expect(text, code).not.toContain(link)
+      if (ADMIN_PORT_CODES.has(code) || PORTAL_CODES.has(code)) expect(text, code).not.toContain(link)
       else expect(text, code).toContain(link)
     }
     // The credentials API's codes are in its own document.
     for (const code of ['UNKNOWN_BODY_FIELD', 'VALIDATION_FAILED', 'CREDENTIAL_NOT_FOUND']) expect(admin, code).toContain(`\`${code}\``)
     // The body codes answer on the webhook endpoints API too (public since webhooks).
-    expect([...ADMIN_PORT_CODES]).toEqual(['CREDENTIAL_NOT_FOUND', 'INVALID_EVENT'])
+    expect([...ADMIN_PORT_CODES]).toEqual(['CREDENTIAL_NOT_FOUND', 'INVALID_EVENT', 'PORTAL_SESSION_LIMIT_REACHED'])
+    expect(admin).toContain('`PORTAL_SESSION_LIMIT_REACHED`')
+    // The portal's own codes answer under /portal/ only.
+    expect([...PORTAL_CODES]).toEqual(['PORTAL_SESSION_INVALID', 'PORTAL_CSRF_FAILED', 'PORTAL_CAPABILITY_MISSING'])
   })
 
   it('documents both security schemes: the API key, and OAuth 2.0 client credentials with every scope described', () => {

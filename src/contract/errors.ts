@@ -198,6 +198,24 @@ export const errorCatalog = {
     status: 404, title: 'Credential not found',
     tip: 'No API key or client grant has this id: it was never issued here or has been revoked. List the credentials to find its id.',
   },
+  // The partner portal (docs/partners.md, "The portal"): answered under /portal/ only, and the
+  // session limit by the credentials API of the admin port.
+  PORTAL_SESSION_INVALID: {
+    status: 401, title: 'Portal session not valid',
+    tip: 'The portal link was used already, has expired or is unknown, or the session has ended (logged out, ended by an operator, or its credential suspended, revoked or expired); ask your operator for a new link.',
+  },
+  PORTAL_CSRF_FAILED: {
+    status: 403, title: 'Portal request not verified',
+    tip: 'A change in the portal must carry the session\'s CSRF token in the `X-CSRF-Token` header, as the portal\'s own page sends it; reload the portal and try again.',
+  },
+  PORTAL_CAPABILITY_MISSING: {
+    status: 403, title: 'Portal capability missing',
+    tip: 'The portal link this session was entered by does not allow this action (`detail` names the capability it needs); ask your operator for a link with it.',
+  },
+  PORTAL_SESSION_LIMIT_REACHED: {
+    status: 409, title: 'Portal session limit reached',
+    tip: 'The credential has 10 live portal sessions (links not yet entered count); end them with DELETE on its portal-sessions, or wait until one expires.',
+  },
 } as const satisfies Record<string, ErrorSpec>
 
 export type ErrorCode = keyof typeof errorCatalog

@@ -4,8 +4,10 @@ import { envelopeJson, type Pagination } from '../contract/envelope.js'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { pathOf, PROBLEM_CONTENT_TYPE, problemBody, quoteInput } from '../contract/problem.js'
 import { PAGE_MAX } from '../routes/policy.js'
+import { portalLinkBody } from '../portal/schemas.js'
+import { PortalSessionLimitReached, type PortalSessions } from '../portal/sessions.js'
 import { createGrantBody, createKeyBody, rollBody, updateBody } from './schemas.js'
-import { CredentialInputError, CredentialNotFound, FIELD_LABEL, parseOverlap, type CredentialService } from './service.js'
+import { CredentialInputError, CredentialNotFound, FIELD_LABEL, instantMillis, parseOverlap, type CredentialService } from './service.js'
 
 // The credentials API of the admin port (docs/operations.md, "The credentials API"): list,
 // create, show, update, roll, end an overlap, suspend, resume, revoke, usage and the audit
@@ -28,6 +30,8 @@ export interface AdminApiOptions {
   /** Whether Redis answers now: a failure while it does not is a 503, else a 500. */
   storeUp: () => boolean
   onError?: (error: unknown) => void
+  /** The partner portal's sessions; without them (no portal) no link can be made. */
+  portal?: PortalSessions
 }
 
 function problem(request: FastifyRequest, reply: FastifyReply, error: ApiError, docsUrl: string): FastifyReply {
@@ -117,6 +121,9 @@ function toApiError(error: unknown, options: AdminApiOptions): ApiError {
     return new ApiError('VALIDATION_FAILED', `The request has ${error.errors.length === 1 ? 'a field' : 'fields'} with a bad value.`, { errors: error.errors })
   }
   if (error instanceof CredentialNotFound) return new ApiError('CREDENTIAL_NOT_FOUND', `No API key or client grant has the id '${quoteInput(error.id)}'.`)
+  if (error instanceof PortalSessionLimitReached) {
+    return new ApiError('PORTAL_SESSION_LIMIT_REACHED', `${error.credentialId} has 10 live portal sessions, links not yet entered included; end them (DELETE …/portal-sessions) or wait until one expires.`)
+  }
   const code = (error as FastifyError | undefined)?.code
   if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with `Content-Type: application/json`.')
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ApiError('PAYLOAD_TOO_LARGE', `The body is larger than ${MAX_BODY_BYTES} bytes.`)
@@ -212,6 +219,22 @@ export function credentialsAdminApi(service: CredentialService, options: AdminAp
       return send(reply, 200, await service.usageOf(request.params.id, days))
     })
 
+    // The partner portal (docs/operations.md, "The partner portal"): a single-use link that
+    // opens a session of the credential, and the end of all its sessions.
+    const portal = options.portal
+    if (portal !== undefined) {
+      app.post<{ Params: { id: string } }>(`${ADMIN_API_PREFIX}/credentials/:id/portal-sessions`, async (request, reply) => {
+        return send(reply, 201, await portal.createLink(request.params.id, fieldsOf(request, portalLinkBody), ACTOR))
+      })
+
+      app.delete<{ Params: { id: string } }>(`${ADMIN_API_PREFIX}/credentials/:id/portal-sessions`, async (request, reply) => {
+        queryOf(request, [])
+        if (!await portal.exists(request.params.id)) throw new CredentialNotFound(request.params.id)
+        await portal.endAll(request.params.id, ACTOR, 'ended by an operator')
+        return reply.code(204).send()
+      })
+    }
+
     app.get(`${ADMIN_API_PREFIX}/audit`, async (request, reply) => {
       const query = queryOf(request, ['id', 'since', 'page', 'perPage'])
       const errors: FieldError[] = []
@@ -219,8 +242,8 @@ export function credentialsAdminApi(service: CredentialService, options: AdminAp
       const perPage = intParam(query, 'perPage', PER_PAGE_DEFAULT, 100, errors)
       let since: number | undefined
       if (query.since !== undefined) {
-        since = Date.parse(query.since)
-        if (!/^\d{4}-\d{2}-\d{2}/.test(query.since) || Number.isNaN(since)) errors.push({ field: 'since', code: 'INVALID_FORMAT', detail: 'since is an ISO 8601 date-time.' })
+        since = instantMillis(query.since)
+        if (since === undefined) errors.push({ field: 'since', code: 'INVALID_FORMAT', detail: 'since is an ISO 8601 date-time.' })
       }
       checkQuery(errors)
       const result = await service.auditTrail({

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { errorCatalog, fieldErrorCodes, type ErrorCode } from '../contract/errors.js'
 import { problemJsonSchema } from '../contract/problem.js'
 import { UTC_MILLIS } from '../contract/property.js'
+import { portalLinkBody, portalLinkView } from '../portal/schemas.js'
 import { ADMIN_API_PREFIX } from './admin-api.js'
 import {
   auditEntry, createdView, createGrantBody, createKeyBody, credentialView, revokedView, rollBody, rolledView, RULES, updateBody, usageView,
@@ -158,6 +159,17 @@ export function adminOpenApiDocument(): JsonObject {
           parameters: [idParameter, { name: 'days', in: 'query', required: false, schema: { type: 'integer', minimum: 1, default: 7 }, description: 'At most `usage.retentionDays`' }],
         }),
       },
+      [`${credentials}/{id}/portal-sessions`]: {
+        post: operation('Make a partner portal link',
+          'As `keys portal-link`: a session of the credential in the partner portal, with its capabilities, and the single-use link that opens it (the token, in the URL\'s fragment, is shown only here; Redis keeps its digest). At most 10 live sessions per credential, links not yet entered included.',
+          [ok('The session and its link.', envelope(ref('PortalLink')), '201'), ...errors(merge(BODY_ERRORS, NOT_FOUND, { 409: ['PORTAL_SESSION_LIMIT_REACHED'] }))],
+          { operationId: 'createPortalSession', parameters: [idParameter], ...body('CreatePortalLink', false) }),
+        delete: {
+          ...operation('End every partner portal session of a credential', 'Entered or not, each ends at once, on every instance; each ending is audited.',
+            [['204', { description: 'Ended (none may have been live).', headers: { 'Service-Request-Id': { description: 'Unique id of this request.', required: true, schema: { type: 'string' } } } }], ...errors(merge(QUERY_ERRORS, NOT_FOUND))],
+            { operationId: 'endPortalSessions', parameters: [idParameter] }),
+        },
+      },
       [`${ADMIN_API_PREFIX}/audit`]: {
         get: operation('The audit trail', 'As `keys audit`: every change, newest first.', [ok('One page of entries.', collection('AuditEntry')), ...errors(QUERY_ERRORS)], {
           operationId: 'listAuditEntries',
@@ -182,6 +194,8 @@ export function adminOpenApiDocument(): JsonObject {
         RevokedCredential: schemaOf(revokedView, 'output'),
         Usage: schemaOf(usageView, 'output'),
         AuditEntry: schemaOf(auditEntry, 'output'),
+        CreatePortalLink: schemaOf(portalLinkBody, 'input'),
+        PortalLink: schemaOf(portalLinkView, 'output'),
         Meta: { type: 'object', additionalProperties: false, required: ['requestId', 'timestamp'], properties: meta },
         CollectionMeta: {
           type: 'object', additionalProperties: false, required: ['requestId', 'timestamp', 'pagination'],

@@ -1,6 +1,7 @@
+import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { RedisClient } from '../redis.js'
-import type { AuditEntry } from './schemas.js'
+import type { AuditAction, AuditEntry } from './schemas.js'
 
 // The audit trail (docs/architecture.md, "The audit trail"): every change to a credential,
 // from the key tool or the credentials API, with its time, actor, action and the fields
@@ -79,9 +80,24 @@ export class MemoryAuditStore implements AuditStore {
   }
 }
 
+let auditCounter = 0
+
+/** `aud_` and an id that sorts by time: entries of one millisecond stay in the order they were made. */
+function auditId(at: number): string {
+  auditCounter = (auditCounter + 1) % 1296
+  return `aud_${at.toString(36).padStart(9, '0')}${auditCounter.toString(36).padStart(2, '0')}${randomBytes(4).toString('hex')}`
+}
+
 /** Writes each entry to the store and as a log line. */
 export class AuditTrail {
   constructor(private readonly store: AuditStore, private readonly retentionMs: number, private readonly logger: Logger) {}
+
+  /** A new entry, made at `at` (epoch ms), written. */
+  async add(actor: string, action: AuditAction, credentialId: string, changes: AuditEntry['changes'], at = Date.now()): Promise<AuditEntry> {
+    const entry: AuditEntry = { id: auditId(at), time: new Date(at).toISOString(), actor, action, credentialId, changes }
+    await this.record(entry)
+    return entry
+  }
 
   async record(entry: AuditEntry): Promise<void> {
     await this.store.append(entry, this.retentionMs)

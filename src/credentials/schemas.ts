@@ -17,8 +17,8 @@ export const RULES = {
   mode: 'is "live" or "test"',
   properties: 'is "*" (every property of the brand) or a list of 1 to 1000 property UUIDs',
   scopes: 'is "*" (every scope, also of routes added later) or a list of scopes the routes need',
-  name: 'is a text of at most 200 characters, or null for none',
-  expiresAt: 'is an ISO 8601 date-time, or null for no expiry',
+  name: 'is a text of at most 100 characters, with no control or bidirectional-control character, or null for none',
+  expiresAt: 'is a date-time with an offset (RFC 3339, e.g. 2027-06-30T00:00:00Z) or a date (its midnight UTC) that exists, or null for no expiry',
   rateLimit: 'takes a whole number of requests above 0',
   allowedIps: `takes 1 to ${MAX_ALLOWED_ADDRESSES} IPv4 or IPv6 addresses and CIDR blocks, or null for any address`,
   issuer: 'names a token issuer of the config file',
@@ -39,7 +39,7 @@ export const fieldSchemas = {
   mode: described('mode', z.enum(['live', 'test'])),
   properties: described('properties', z.union([z.literal('*'), z.array(z.string()).min(1).max(1000)])),
   scopes: described('scopes', z.union([z.literal('*'), z.array(z.string()).min(1).max(1000)])),
-  name: described('name', z.string().max(200).nullable()),
+  name: described('name', z.string().max(100).nullable()),
   expiresAt: described('expiresAt', z.string().max(64).nullable()),
   rateLimit: described('rateLimit', z.number().int().min(1).max(1_000_000_000).nullable()),
   allowedIps: described('allowedIps', z.array(z.string().max(64)).min(1).max(MAX_ALLOWED_ADDRESSES).nullable()),
@@ -165,11 +165,22 @@ export type UsageView = z.infer<typeof usageView>
 
 const change = z.strictObject({ old: z.unknown(), new: z.unknown() })
 
+/**
+ * What an audit entry records: the changes to a credential (from the key tool or the
+ * credentials API), the partner portal's sessions, and the changes made in the portal.
+ */
+export const AUDIT_ACTIONS = [
+  'create', 'grant-client', 'update', 'roll', 'end-overlap', 'suspend', 'resume', 'revoke',
+  'portal_session.created', 'portal_session.entered', 'portal_session.ended',
+  'webhook_endpoint.created', 'webhook_endpoint.updated', 'webhook_endpoint.deleted', 'webhook_endpoint.secret_rotated', 'webhook_endpoint.test_sent',
+  'event.redelivered',
+] as const
+
 export const auditEntry = z.strictObject({
   id: z.string().describe('`aud_…`'),
   time,
-  actor: z.string().describe('`--actor`, else the operating-system user of the key tool, else `unknown`; `admin-api` for the credentials API'),
-  action: z.enum(['create', 'grant-client', 'update', 'roll', 'end-overlap', 'suspend', 'resume', 'revoke']),
+  actor: z.string().describe('`--actor`, else the operating-system user of the key tool, else `unknown`; `admin-api` for the credentials API; `portal:<sessionId>` for a change made in the partner portal'),
+  action: z.enum(AUDIT_ACTIONS),
   credentialId: z.string(),
   changes: z.record(z.string(), change).describe('Each field changed, old and new; never a secret or its digest'),
 })

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import type { z } from 'zod'
 import type { Config } from '../config.js'
 import type { FieldError, FieldErrorCode } from '../contract/errors.js'
+import { rfc3339Millis } from '../contract/timestamp.js'
 import { knownScopes } from '../routes/policy.js'
 import { canonicalEntry, MAX_ALLOWED_ADDRESSES } from '../keys/addresses.js'
 import { GRANT_ID_PREFIX, GrantExistsError, type GrantRecord, type GrantStatus } from '../keys/grants.js'
@@ -68,6 +68,22 @@ export class CredentialNotFound extends Error {
 export const isGrantId = (id: string): boolean => id.startsWith(GRANT_ID_PREFIX)
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+// No control character (C0, DEL, C1) and no bidirectional control (marks, embeddings,
+// overrides, isolates): either would make a name read, in a list, a log or the portal, as
+// something it is not.
+const NAME_CHARACTERS = /^[^\p{Cc}\p{Bidi_Control}]*$/u
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/
+
+/**
+ * A time a credential's fields and queries take (`expiresAt`, the audit's `since`): a date-time
+ * with an offset, or a date (its midnight UTC), that exists, as epoch milliseconds; undefined
+ * otherwise. `2026-02-30` is refused, never read as 2 March; a time without an offset names no
+ * one instant.
+ */
+export function instantMillis(text: string): number | undefined {
+  const millis = rfc3339Millis(DATE_ONLY.test(text) ? `${text}T00:00:00Z` : text)
+  return millis === undefined ? undefined : Math.floor(millis)
+}
 const DAY_MS = 86_400_000
 export const DEFAULT_OVERLAP_MS = DAY_MS
 export const MAX_OVERLAP_MS = 7 * DAY_MS
@@ -123,14 +139,6 @@ function minuteOf(ms: number | null): string | null {
   return ms === null ? null : new Date(ms - (ms % 60_000)).toISOString()
 }
 
-let auditCounter = 0
-
-/** `aud_` and an id that sorts by time: entries of one millisecond stay in the order they were made. */
-function auditId(at: number): string {
-  auditCounter = (auditCounter + 1) % 1296
-  return `aud_${at.toString(36).padStart(9, '0')}${auditCounter.toString(36).padStart(2, '0')}${randomBytes(4).toString('hex')}`
-}
-
 interface Checked<T> { value: T; errors: FieldError[] }
 
 type Fields = Pick<CredentialView, 'name' | 'scopes' | 'properties' | 'rateLimit' | 'expiresAt' | 'allowedIps' | 'status'>
@@ -158,6 +166,11 @@ export interface ServiceOptions {
   now?: () => number
   /** What else goes with a revoked credential (its webhook endpoints: docs/architecture.md, "Webhooks"). */
   onRevoke?: (id: string) => Promise<void>
+  /**
+   * Ends the credential's partner portal sessions (portal/sessions.ts) when it is suspended or
+   * revoked; each ending is audited with `actor`.
+   */
+  endPortalSessions?: (credentialId: string, actor: string, reason: 'credential suspended' | 'credential revoked') => Promise<void>
 }
 
 export type StatusFilter = 'active' | 'suspended'
@@ -169,6 +182,7 @@ export class CredentialService {
   readonly known: Known
   private readonly now: () => number
   private readonly onRevoke: ((id: string) => Promise<void>) | undefined
+  private readonly endPortalSessions: ServiceOptions['endPortalSessions']
 
   constructor(options: ServiceOptions) {
     this.store = options.store
@@ -177,6 +191,7 @@ export class CredentialService {
     this.known = options.known
     this.now = options.now ?? Date.now
     this.onRevoke = options.onRevoke
+    this.endPortalSessions = options.endPortalSessions
   }
 
   // --- The rules of each field ---
@@ -217,11 +232,13 @@ export class CredentialService {
     return entries
   }
 
-  private name(value: string | null): string | null {
-    return value === null || value === '' ? null : value
+  private name(value: string | null, errors: FieldError[], label: Label): string | null {
+    if (value === null || value === '') return null
+    if (!NAME_CHARACTERS.test(value)) errors.push(fieldError('name', 'INVALID_FORMAT', `${label('name')} ${RULES.name}`))
+    return value
   }
 
-  /** An expiry: an ISO 8601 date-time (past ones too), within `keys.maxLifetimeDays` when set. */
+  /** An expiry: an instant (`instantMillis`; past ones too), within `keys.maxLifetimeDays` when set. */
   private expiresAt(value: string | null, errors: FieldError[], label: Label): string | null {
     const max = this.known.maxLifetimeDays
     const latest = max === undefined ? undefined : new Date(this.now() + max * DAY_MS).toISOString()
@@ -229,9 +246,9 @@ export class CredentialService {
       if (latest !== undefined) errors.push(fieldError('expiresAt', 'NOT_ALLOWED', `keys.maxLifetimeDays is ${max}: an API key must expire, ${label('expiresAt')} at most ${latest}`))
       return null
     }
-    const time = Date.parse(value)
-    if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(time)) {
-      errors.push(fieldError('expiresAt', 'INVALID_FORMAT', `${label('expiresAt')} '${value}' is not an ISO 8601 date-time`))
+    const time = instantMillis(value)
+    if (time === undefined) {
+      errors.push(fieldError('expiresAt', 'INVALID_FORMAT', `${label('expiresAt')} '${value}' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)`))
       return null
     }
     const iso = new Date(time).toISOString()
@@ -329,10 +346,7 @@ export class CredentialService {
   // --- Changes, each with its audit entry ---
 
   private async audit(actor: string, action: AuditAction, credentialId: string, changes: AuditEntry['changes']): Promise<AuditEntry> {
-    const at = this.now()
-    const entry: AuditEntry = { id: auditId(at), time: new Date(at).toISOString(), actor, action, credentialId, changes }
-    await this.trail.record(entry)
-    return entry
+    return this.trail.add(actor, action, credentialId, changes, this.now())
   }
 
   /** `keys create`, `POST /admin/v1/credentials` with `"type": "api_key"`: the view and, once, the key. */
@@ -343,7 +357,7 @@ export class CredentialService {
       mode: body.mode ?? 'live',
       properties: body.properties === undefined ? '*' : this.properties(body.properties, errors),
       scopes: body.scopes === undefined ? '*' : this.scopes(body.scopes, errors),
-      name: this.name(body.name ?? null),
+      name: this.name(body.name ?? null, errors, label),
       // A malformed expiry has its error already; the policy judges a well-formed or absent one.
       expiresAt: 'expiresAt' in input && body.expiresAt === undefined ? null : this.expiresAt(body.expiresAt ?? null, errors, label),
       rateLimit: body.rateLimit ?? null,
@@ -365,7 +379,7 @@ export class CredentialService {
       mode: body.mode ?? 'live',
       properties: body.properties === undefined ? '*' : this.properties(body.properties, errors),
       scopes: body.scopes === undefined ? '*' : this.scopes(body.scopes, errors),
-      name: this.name(body.name ?? null),
+      name: this.name(body.name ?? null, errors, label),
       rateLimit: body.rateLimit ?? null,
       allowedIps: this.allowedIps(body.allowedIps ?? null, errors, label),
     }
@@ -389,7 +403,7 @@ export class CredentialService {
   async update(id: string, input: Record<string, unknown>, actor: string, label: Label = FIELD_LABEL): Promise<CredentialView> {
     const { value: body, errors } = shaped(updateBody, input, label)
     const changes: CredentialChanges = {}
-    if (body.name !== undefined) changes.name = this.name(body.name)
+    if (body.name !== undefined) changes.name = this.name(body.name, errors, label)
     if (body.scopes !== undefined) changes.scopes = this.scopes(body.scopes, errors)
     if (body.properties !== undefined) changes.properties = this.properties(body.properties, errors)
     if (body.rateLimit !== undefined) changes.rateLimit = body.rateLimit
@@ -448,6 +462,8 @@ export class CredentialService {
     const record = isGrantId(id) ? await this.store.setGrantStatus(id, status) : await this.store.setStatus(id, status)
     if (record === null) throw new CredentialNotFound(id)
     if (before.status !== status) await this.audit(actor, status === 'suspended' ? 'suspend' : 'resume', id, { status: { old: before.status, new: status } })
+    // A suspended credential's portal sessions end, and stay ended when it is resumed.
+    if (status === 'suspended') await this.endPortalSessions?.(id, actor, 'credential suspended')
     return this.view(record, await this.lastUseOf(id))
   }
 
@@ -461,6 +477,7 @@ export class CredentialService {
     if (!revoked || before === null) throw new CredentialNotFound(id)
     await this.usage.forget(id)
     await this.audit(actor, 'revoke', id, { status: { old: before.status, new: 'revoked' } })
+    await this.endPortalSessions?.(id, actor, 'credential revoked')
   }
 
   // --- Reading what happened ---

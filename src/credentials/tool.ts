@@ -8,8 +8,12 @@ import { RedisKeyStore } from '../keys/store.js'
 import { EndpointStore } from '../webhooks/endpoints.js'
 import { AuditTrail, RedisAuditStore } from './audit.js'
 import type { CredentialView, FieldName, UsageView, AuditEntry } from './schemas.js'
-import { CredentialInputError, CredentialNotFound, CredentialService, knownOf, parseOverlap, type Label } from './service.js'
+import { CredentialInputError, CredentialNotFound, CredentialService, instantMillis, knownOf, parseOverlap, type Label } from './service.js'
 import { RedisUsageStore } from './usage.js'
+import { portalOrigins } from '../portal/config.js'
+import type { PortalField } from '../portal/schemas.js'
+import { PortalSessionLimitReached, PortalSessions, type EndReason, type PortalLabel } from '../portal/sessions.js'
+import { PortalSessionStore } from '../portal/store.js'
 
 // The API-key tool (`npm run keys -- …`): create, list, show, update, roll, suspend, resume,
 // revoke keys; grant-client registers the client of OAuth 2.0 access tokens (a grant,
@@ -35,6 +39,7 @@ const USAGE = 'usage: keys create --brand <id> --mode live|test (--properties <u
   + ' | roll <keyId> [--overlap <duration>] [--actor <name>] [--json] | end-overlap <keyId> [--actor <name>]'
   + ' | suspend <keyId|grantId> | resume <keyId|grantId> | revoke <keyId|grantId> [--actor <name>]'
   + ' | usage <keyId|grantId> [--days <n>] [--json] | audit [--id <keyId|grantId>] [--since <ISO 8601>] [--json]'
+  + ' | portal-link <keyId|grantId> [--expires <duration>] [--capabilities <c,...>] [--label <text>] [--actor <name>] [--json]'
 
 /** The flags of each field, as messages name them. */
 const FLAGS: Record<FieldName, string> = {
@@ -69,6 +74,9 @@ function parse(argv: string[]) {
         days: { type: 'string' },
         id: { type: 'string' },
         since: { type: 'string' },
+        expires: { type: 'string' },
+        capabilities: { type: 'string' },
+        label: { type: 'string' },
         json: { type: 'boolean' },
       },
     })
@@ -193,7 +201,11 @@ function actorOf(values: Values): string {
   }
 }
 
-async function execute(service: CredentialService, parsed: Parsed, io: ToolOutput): Promise<void> {
+/** The flags of a portal link's fields, as messages name them. */
+const PORTAL_FLAGS: Record<PortalField, string> = { expiresIn: '--expires', capabilities: '--capabilities', label: '--label' }
+const PORTAL_FLAG_LABEL: PortalLabel = (field) => PORTAL_FLAGS[field]
+
+async function execute(service: CredentialService, portal: PortalSessions | undefined, parsed: Parsed, io: ToolOutput): Promise<void> {
   const [command, keyId] = parsed.positionals
   const { values } = parsed
   const json = values.json === true
@@ -203,7 +215,7 @@ async function execute(service: CredentialService, parsed: Parsed, io: ToolOutpu
   }
   switch (command) {
     case 'create': {
-      refuseFlags(values, 'create', ['issuer', 'client-id', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since'])
+      refuseFlags(values, 'create', ['issuer', 'client-id', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since', 'expires', 'capabilities', 'label'])
       const input = createInput(values, 'create')
       if (values['expires-at'] !== undefined) input.expiresAt = values['expires-at']
       const { key, view } = await service.createKey({ type: 'api_key', ...input }, actorOf(values), FLAG_LABEL)
@@ -216,7 +228,7 @@ async function execute(service: CredentialService, parsed: Parsed, io: ToolOutpu
       return
     }
     case 'grant-client': {
-      refuseFlags(values, 'grant-client', ['expires-at', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since'])
+      refuseFlags(values, 'grant-client', ['expires-at', 'no-expiry', 'default-rate-limit', 'any-ip', 'overlap', 'days', 'id', 'since', 'expires', 'capabilities', 'label'])
       if (values.issuer === undefined) throw new UsageError('grant-client needs --issuer')
       if (values['client-id'] === undefined) throw new UsageError('grant-client needs --client-id')
       const input = { type: 'oauth_client', issuer: values.issuer, clientId: values['client-id'], ...createInput(values, 'grant-client') }
@@ -281,13 +293,24 @@ async function execute(service: CredentialService, parsed: Parsed, io: ToolOutpu
     case 'audit': {
       let since: number | undefined
       if (values.since !== undefined) {
-        since = Date.parse(values.since)
-        if (!/^\d{4}-\d{2}-\d{2}/.test(values.since) || Number.isNaN(since)) throw new UsageError(`--since '${values.since}' is not an ISO 8601 date-time`)
+        since = instantMillis(values.since)
+        if (since === undefined) throw new UsageError(`--since '${values.since}' is not an ISO 8601 date-time`)
       }
       const page = await service.auditTrail({ ...(values.id === undefined ? {} : { id: values.id }), ...(since === undefined ? {} : { since }) })
       if (json) io.out(JSON.stringify(page.entries))
       else if (page.entries.length === 0) io.out('no changes recorded')
       else for (const e of page.entries) io.out(`${e.time}  ${e.actor}  ${e.action}  ${e.credentialId}  ${changeText(e.changes)}`.trimEnd())
+      return
+    }
+    case 'portal-link': {
+      const id = needId()
+      if (portal === undefined) throw new UsageError('the partner portal is off (portal.enabled is false): no link can be made')
+      const input: Record<string, unknown> = {}
+      if (values.expires !== undefined) input.expiresIn = values.expires
+      if (values.capabilities !== undefined) input.capabilities = list(values.capabilities)
+      if (values.label !== undefined) input.label = values.label
+      const link = await portal.createLink(id, input, actorOf(values), PORTAL_FLAG_LABEL)
+      io.out(json ? JSON.stringify(link) : link.url)
       return
     }
     default:
@@ -325,18 +348,24 @@ export async function runKeyTool(argv: string[], env: NodeJS.ProcessEnv, io: Too
       io.err(`cannot reach Redis ${describeTarget(target)}`)
       return 1
     }
+    const store = new RedisKeyStore(redis, config.redisPrefix)
+    const audit = new AuditTrail(new RedisAuditStore(redis, config.redisPrefix), config.audit.retentionDays * 86_400_000, toolLogger(config, io))
+    const portal = config.portal.enabled
+      ? new PortalSessions({ store: new PortalSessionStore(redis, config.redisPrefix), keys: store, audit, origins: portalOrigins(config.brands) })
+      : undefined
     const service = new CredentialService({
-      store: new RedisKeyStore(redis, config.redisPrefix),
+      store,
       usage: new RedisUsageStore(redis, config.redisPrefix),
-      audit: new AuditTrail(new RedisAuditStore(redis, config.redisPrefix), config.audit.retentionDays * 86_400_000, toolLogger(config, io)),
+      audit,
       known: knownOf(config),
       // A revoked credential's webhook endpoints go with it (its queued deliveries then end without an attempt).
       onRevoke: async (id) => { await new EndpointStore(redis, config.redisPrefix).removeAllOf(id) },
+      ...(portal === undefined ? {} : { endPortalSessions: async (id: string, actor: string, reason: EndReason) => void await portal.endAll(id, actor, reason) }),
     })
-    await execute(service, parsed, io)
+    await execute(service, portal, parsed, io)
     return 0
   } catch (error) {
-    if (error instanceof UsageError || error instanceof CredentialNotFound) {
+    if (error instanceof UsageError || error instanceof CredentialNotFound || error instanceof PortalSessionLimitReached) {
       io.err(error.message)
       return 2
     }

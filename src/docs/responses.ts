@@ -27,7 +27,13 @@ const namesEndpoint = (p: RoutePolicy, m: Method): boolean => isWebhookRoute(p) 
  * by the credentials API (docs/operations.md, "The credentials API"). The body codes
  * (UNKNOWN_BODY_FIELD, VALIDATION_FAILED) answer there and on the webhook endpoints API.
  */
-export const ADMIN_PORT_CODES: ReadonlySet<ErrorCode> = new Set(['CREDENTIAL_NOT_FOUND', 'INVALID_EVENT'])
+export const ADMIN_PORT_CODES: ReadonlySet<ErrorCode> = new Set(['CREDENTIAL_NOT_FOUND', 'INVALID_EVENT', 'PORTAL_SESSION_LIMIT_REACHED'])
+
+/**
+ * Codes answered under /portal/ only (docs/partners.md, "The portal"): a session standing in
+ * for the Bearer credential, never by a route of the public API.
+ */
+export const PORTAL_CODES: ReadonlySet<ErrorCode> = new Set(['PORTAL_SESSION_INVALID', 'PORTAL_CSRF_FAILED', 'PORTAL_CAPABILITY_MISSING'])
 
 const conditional: Partial<Record<ErrorCode, Condition>> = {
   // 3. headers and body framing (routes with a key only). MISSING_REQUIRED_HEADER and
@@ -70,7 +76,7 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   VALIDATION_FAILED: (p, m) => isWebhookRoute(p) && takesBody(p, m),
   WEBHOOK_ENDPOINT_NOT_FOUND: namesEndpoint,
   WEBHOOK_ENDPOINT_LIMIT_REACHED: (p, m) => p.path === webhookRoutes.webhookEndpoints.path && m === 'POST',
-  ...Object.fromEntries([...ADMIN_PORT_CODES].map((code) => [code, () => false])),
+  ...Object.fromEntries([...ADMIN_PORT_CODES, ...PORTAL_CODES].map((code) => [code, () => false])),
 }
 
 /** Every code of the catalog that `method` on the route of `policy` can answer, in catalog order. */

@@ -1,4 +1,4 @@
-import type { EventTypeConfig } from '../config.js'
+import type { EventTypeConfig } from './config.js'
 import type { KeyMode, Principal } from '../keys/principal.js'
 
 // The public event types of the config file (`events.types`), how an internal type of a

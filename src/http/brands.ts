@@ -1,4 +1,4 @@
-import { normaliseHost, type BrandConfig } from '../config.js'
+import { normaliseHost, type BrandConfig } from './config.js'
 
 export interface Brand {
   id: string

@@ -68,6 +68,11 @@ function entryOf(found: SecretRecord): CachedKey {
   }
 }
 
+/** The principal of a key's current secret (the partner portal's session stands in for it). */
+export function keyPrincipal(record: KeyRecord): Principal {
+  return principalOf(record, record.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(record.expiresAt), undefined)
+}
+
 function principalOf(record: KeyRecord, expiresAtMs: number, previous: CachedKey['previous']): Principal {
   // The secret presented stops working at the key's expiry, or a previous secret's at the end of its overlap if sooner.
   const ends = previous !== undefined && previous.expiresAtMs < expiresAtMs ? { ms: previous.expiresAtMs, at: previous.expiresAt } : { ms: expiresAtMs, at: record.expiresAt }

@@ -69,10 +69,15 @@ const AUTH_FAILURES = new Set<ErrorCode>([
  */
 export const PARTNER_CLOSED_STATUS = 499
 
-/** `<METHOD> <route template>`, the route of a credential's usage, made once per route and method. */
+/**
+ * `<METHOD> <route template>`, the route of a credential's usage, made once per route and
+ * method. A partner route served in the partner portal is counted under the portal's path, so
+ * a partner tells its integration's calls from its portal's.
+ */
 const usageRoutes = new WeakMap<RoutePolicy, Record<string, string>>()
 
-function usageRouteOf(policy: RoutePolicy, method: string): string {
+function usageRouteOf(policy: RoutePolicy, method: string, portalPath: string | undefined): string {
+  if (portalPath !== undefined) return `${method} ${portalPath}`
   let labels = usageRoutes.get(policy)
   if (labels === undefined) {
     labels = {}
@@ -129,8 +134,8 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
     // last use"): by route template and the status logged, counted in memory.
     const principal = request.principal
     if (usage !== undefined && principal !== null) {
-      const policy = request.routeOptions.config.policy
-      if (policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method), status)
+      const { policy, portal } = request.routeOptions.config
+      if (policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method, portal?.kind === 'session' ? portal.path : undefined), status)
     }
     // Set only when tracing is on (the request-context stage started it).
     if (request.span !== null) tracing?.endServerSpan(request, reply)

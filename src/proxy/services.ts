@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici'
-import type { Config, ServiceUpstream } from '../config.js'
+import type { Config } from '../config.js'
+import type { ServiceUpstream } from './config.js'
 import type { KeyMode } from '../keys/principal.js'
 import type { Interceptor } from '../upstream/interceptors.js'
 import { Upstream } from '../upstream/upstream.js'

@@ -1,6 +1,6 @@
 import CircuitBreaker from 'opossum'
 import { Pool, type Dispatcher } from 'undici'
-import type { UpstreamSettings } from '../config.js'
+import type { UpstreamSettings } from './config.js'
 import { IDEMPOTENT_METHODS } from '../routes/policy.js'
 import { UpstreamError } from './errors.js'
 import {

@@ -1,55 +1,16 @@
 import { lookup as dnsLookup } from 'node:dns'
 import { isIP } from 'node:net'
-import ipaddr from 'ipaddr.js'
 import { buildConnector } from 'undici'
+import { isPublicAddress } from '../net/addresses.js'
 
 // No request into our own network (docs/architecture.md, "Webhooks", and §D34): the address a
 // delivery actually connects to is checked on every attempt, after DNS, so a name that resolves
-// (or re-resolves) to an internal address never gets a request. Every IPv6 form that carries an
-// IPv4 address (IPv4-mapped, NAT64, 6to4) is judged by the IPv4 address it carries. Decimal,
-// octal and short IPv4 forms never reach this code as such: the URL parser (WHATWG) writes them
-// as dotted quads, and DNS answers only in canonical forms.
+// (or re-resolves) to an internal address never gets a request. What is public is
+// src/net/addresses.ts's rule (every IPv6 form that carries an IPv4 address is judged by that
+// address). Decimal, octal and short IPv4 forms never reach this code as such: the URL parser
+// (WHATWG) writes them as dotted quads, and DNS answers only in canonical forms.
 
-/** IPv4 ranges only public unicast may be outside of: ipaddr.js names these as `unicast` though they are documentation or benchmarking space. */
-const EXTRA_V4: [ipaddr.IPv4, number][] = [
-  ipaddr.parseCIDR('192.0.0.0/24') as [ipaddr.IPv4, number],
-] 
-
-/** The IPv4 address an IPv6 address carries (IPv4-mapped, NAT64 64:ff9b::/96, 6to4 2002::/16), or undefined. */
-function embeddedV4(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
-  if (address.isIPv4MappedAddress()) return address.toIPv4Address()
-  const parts = address.parts
-  const range = address.range()
-  if (range === 'rfc6052' || (parts[0] === 0x64 && parts[1] === 0xff9b)) {
-    return new ipaddr.IPv4([(parts[6] as number) >> 8, (parts[6] as number) & 0xff, (parts[7] as number) >> 8, (parts[7] as number) & 0xff])
-  }
-  if (range === '6to4') return new ipaddr.IPv4([(parts[1] as number) >> 8, (parts[1] as number) & 0xff, (parts[2] as number) >> 8, (parts[2] as number) & 0xff])
-  // ::a.b.c.d (IPv4-compatible, deprecated) is as internal as a.b.c.d.
-  if (parts.slice(0, 6).every((p) => p === 0) && ((parts[6] as number) !== 0 || (parts[7] as number) > 1)) {
-    return new ipaddr.IPv4([(parts[6] as number) >> 8, (parts[6] as number) & 0xff, (parts[7] as number) >> 8, (parts[7] as number) & 0xff])
-  }
-  return undefined
-}
-
-/**
- * Whether a delivery may connect to `address` (an IP address in any textual form): only public
- * unicast passes. Loopback, private (RFC 1918), CGNAT, link-local, unique-local, multicast,
- * unspecified, broadcast, reserved, documentation and benchmarking space are refused, as is
- * anything that does not parse.
- */
-export function isPublicAddress(address: string): boolean {
-  const bare = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '')
-  if (!ipaddr.isValid(bare)) return false
-  let parsed = ipaddr.parse(bare)
-  if (parsed.kind() === 'ipv6') {
-    const v4 = embeddedV4(parsed as ipaddr.IPv6)
-    if (v4 !== undefined) parsed = v4
-    else return parsed.range() === 'unicast'
-  }
-  const v4 = parsed as ipaddr.IPv4
-  if (v4.range() !== 'unicast') return false
-  return !EXTRA_V4.some((cidr) => v4.match(cidr))
-}
+export { isPublicAddress }
 
 /** The attempt's address is internal: the attempt fails as `blocked`, and nothing is sent. */
 export class BlockedAddressError extends Error {

@@ -169,13 +169,13 @@ describe('the credentials API', () => {
     expectProblem(await admin('PATCH', `/admin/v1/credentials/${id}`, { body: { rateLimit: 0, scopes: ['everything'], properties: ['nope'], expiresAt: 'soon', allowedIps: ['10.0.0.1/8'], name: 7 } }), {
       code: 'VALIDATION_FAILED', instance: `/admin/v1/credentials/${id}`, detail: 'The request has fields with a bad value.',
       errors: [
-        { field: 'name', code: 'INVALID_FORMAT', detail: 'name is a text of at most 200 characters, or null for none' },
+        { field: 'name', code: 'INVALID_FORMAT', detail: 'name is a text of at most 100 characters, with no control or bidirectional-control character, or null for none' },
         { field: 'rateLimit', code: 'OUT_OF_RANGE', detail: 'rateLimit takes a whole number of requests above 0' },
         // This gateway declares no routes: its known scopes are those of the properties.
         { field: 'scopes', code: 'INVALID_ENUM_VALUE', detail: "unknown scope 'everything' (known: events:read, properties:read, webhooks:read, webhooks:write)" },
         { field: 'properties', code: 'INVALID_FORMAT', detail: "malformed property UUID 'nope'" },
         { field: 'allowedIps', code: 'INVALID_FORMAT', detail: "allowedIps: '10.0.0.1/8' has bits set past its prefix; the block is 10.0.0.0/8" },
-        { field: 'expiresAt', code: 'INVALID_FORMAT', detail: "expiresAt 'soon' is not an ISO 8601 date-time" },
+        { field: 'expiresAt', code: 'INVALID_FORMAT', detail: "expiresAt 'soon' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)" },
       ],
     })
     expectProblem(await admin('POST', '/admin/v1/credentials', { body: { type: 'api_key', mode: 'prod' } }), {
@@ -192,6 +192,26 @@ describe('the credentials API', () => {
       code: 'VALIDATION_FAILED', instance: `/admin/v1/credentials/${id}`, detail: 'The body must be a JSON object.', errors: [{ field: 'body', code: 'INVALID_FORMAT', detail: 'The body must be a JSON object.' }],
     })
     expect(data(await admin('GET', `/admin/v1/credentials/${id}`))).toEqual(before)
+  })
+
+  it('refuses a day that does not exist and a name with a control or bidirectional character, 422 with a field error each', async () => {
+    const { id } = await newKey()
+    const before = data(await admin('GET', `/admin/v1/credentials/${id}`))
+    const nameRule = 'name is a text of at most 100 characters, with no control or bidirectional-control character, or null for none'
+    const notAnInstant = (text: string) => `expiresAt '${text}' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)`
+    for (const [expiresAt, name] of [['2026-02-30', 'Evil\u202Egnp.exe'], ['2026-02-30T00:00:00Z', 'Line\nbreak'], ['2027-04-31T12:00:00+02:00', 'Tab\there'], ['2027-06-30T00:00:00', 'Mark\u200Fed']] as const) {
+      expectProblem(await admin('PATCH', `/admin/v1/credentials/${id}`, { body: { expiresAt, name } }), {
+        code: 'VALIDATION_FAILED', instance: `/admin/v1/credentials/${id}`, detail: 'The request has fields with a bad value.',
+        errors: [{ field: 'name', code: 'INVALID_FORMAT', detail: nameRule }, { field: 'expiresAt', code: 'INVALID_FORMAT', detail: notAnInstant(expiresAt) }],
+      })
+    }
+    expectProblem(await admin('POST', '/admin/v1/credentials', { body: { type: 'api_key', brand: 'acme', mode: 'live', properties: '*', name: 'x'.repeat(101) } }), {
+      code: 'VALIDATION_FAILED', instance: '/admin/v1/credentials', errors: [{ field: 'name', code: 'OUT_OF_RANGE', detail: nameRule }],
+    })
+    expect(data(await admin('GET', `/admin/v1/credentials/${id}`))).toEqual(before)
+    // A date that exists is its midnight UTC; a name in any script, of 100 characters, is taken.
+    expect(data(await admin('PATCH', `/admin/v1/credentials/${id}`, { body: { expiresAt: '2028-02-29', name: `Zürich ${'é'.repeat(93)}` } })))
+      .toMatchObject({ expiresAt: '2028-02-29T00:00:00.000Z', name: `Zürich ${'é'.repeat(93)}` })
   })
 
   it('answers a field it does not take 400 UNKNOWN_BODY_FIELD, with "Did you mean" where a known one matches ignoring case', async () => {

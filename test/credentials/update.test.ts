@@ -135,7 +135,7 @@ describe('keys update, on running instances', () => {
   it.each([
     [['--scopes', 'everything'], "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, rooms:read, webhooks:read, webhooks:write)"],
     [['--properties', 'not-a-uuid'], "malformed property UUID 'not-a-uuid'"],
-    [['--expires-at', 'tomorrow'], "--expires-at 'tomorrow' is not an ISO 8601 date-time"],
+    [['--expires-at', 'tomorrow'], "--expires-at 'tomorrow' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)"],
     [['--rate-limit', '0'], '--rate-limit takes a whole number of requests above 0'],
     [['--allow-ips', '10.0.0.0/33'], "--allow-ips: '10.0.0.0/33' is not an IPv4 or IPv6 address or CIDR block"],
     [['--allow-ips', '10.0.0.1/8'], "--allow-ips: '10.0.0.1/8' has bits set past its prefix; the block is 10.0.0.0/8"],

@@ -54,6 +54,10 @@ export const ERROR_TABLE: Readonly<Record<string, ExpectedError>> = {
   UNKNOWN_BODY_FIELD: { status: 400, title: 'Unknown body field' },
   VALIDATION_FAILED: { status: 422, title: 'Validation failed' },
   CREDENTIAL_NOT_FOUND: { status: 404, title: 'Credential not found' },
+  PORTAL_SESSION_INVALID: { status: 401, title: 'Portal session not valid' },
+  PORTAL_CSRF_FAILED: { status: 403, title: 'Portal request not verified' },
+  PORTAL_CAPABILITY_MISSING: { status: 403, title: 'Portal capability missing' },
+  PORTAL_SESSION_LIMIT_REACHED: { status: 409, title: 'Portal session limit reached' },
 }
 
 /** The expected status and title of `code`; throws for a code the table does not hold. */

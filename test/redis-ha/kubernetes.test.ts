@@ -42,7 +42,9 @@ describe('deploy/kubernetes', () => {
   it('lists every manifest in the kustomization, and nothing that is not there', () => {
     const kustomization = one('Kustomization')
     expect([...kustomization.resources].sort()).toEqual(files.filter((f) => f !== 'kustomization.yaml'))
-    expect(all.map((m) => m.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Kustomization', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service'])
+    expect(all.map((m) => m.kind).sort()).toEqual([
+      'ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Ingress', 'Kustomization', 'NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Secret', 'Service',
+    ])
   })
 
   it('guards the admin port, bound on the pod\'s address, with ADMIN_TOKEN from the Secret', () => {
@@ -66,12 +68,9 @@ describe('deploy/kubernetes', () => {
     expect(volume.configMap.name).toBe(configMap.metadata.name)
     expect(env.CONFIG_FILE).toBe(`${mount.mountPath}/config.json`)
     expect(fileSchema.safeParse(mountedConfig).success).toBe(true)
-    // The ConfigMap is the shipped config file, but for the proxies it believes: the load
-    // balancer's, by address, never any (true) nor none (false), so that partners behind it are
-    // told apart by their own addresses.
+    // The ConfigMap is the shipped config file, but for the proxies it believes (below).
     const shippedFile = JSON.parse(readFileSync('config/default.json', 'utf8')) as Record<string, unknown>
     expect({ ...mountedConfig, trustProxy: shippedFile.trustProxy }).toEqual(shippedFile)
-    expect(mountedConfig.trustProxy).toEqual(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'])
     expect(started.trustProxy).toEqual(mountedConfig.trustProxy)
     // Both listeners reachable from the pod's address (the kubelet probes it there).
     expect({ host: env.HOST, adminHost: env.ADMIN_HOST }).toEqual({ host: '0.0.0.0', adminHost: '0.0.0.0' })
@@ -85,6 +84,39 @@ describe('deploy/kubernetes', () => {
     expect(loadConfig({ ...env, ...others, WEBHOOKS_SECRET_KEY: key, CONFIG_FILE: file }, { requirePms: true, requireTokens: true }).webhooksSecretKey).toBe(key)
     expect(() => loadConfig({ ...env, ...others, CONFIG_FILE: file }, { requirePms: true, requireTokens: true })).toThrow(/environment WEBHOOKS_SECRET_KEY: required/)
     expect(env.WEBHOOKS_SECRET_KEY).toBeUndefined()
+  })
+
+  it('believes only the ingress controller, and admits only it to the public port', () => {
+    // The proxies believed: the pod network the ingress controller connects from, by address,
+    // never any (true), a hop count, or every private range (a client reaching a pod from a
+    // private address would then choose its own address in X-Forwarded-For).
+    expect(mountedConfig.trustProxy).toEqual(['10.244.0.0/16'])
+    // The Ingress sends the brands' hosts to the Service's public port, through the class the
+    // policy admits.
+    const ingress = one('Ingress')
+    const service = one('Service')
+    const file = JSON.parse(readFileSync('config/default.json', 'utf8')) as { brands: { hosts: string[] }[] }
+    const publicHosts = file.brands.flatMap((b) => b.hosts).filter((h) => h.includes('.example'))
+    expect(ingress.spec.rules.map((r: Any) => r.host).sort()).toEqual(publicHosts.sort())
+    for (const rule of ingress.spec.rules) {
+      expect(rule.http.paths.map((p: Any) => p.backend.service)).toEqual([{ name: service.metadata.name, port: { name: service.spec.ports[0].name } }])
+    }
+    expect(ingress.spec.tls[0].hosts.sort()).toEqual(publicHosts.sort())
+    expect(ingress.spec.ingressClassName).toBe('nginx')
+    // The public port admits the ingress controller's pods and nothing else; the admin port
+    // (its token checked first) the cluster.
+    const policy = one('NetworkPolicy')
+    expect(policy.spec.podSelector.matchLabels).toEqual(deployment.spec.template.metadata.labels)
+    expect(policy.spec.policyTypes).toEqual(['Ingress'])
+    expect(policy.spec.ingress).toEqual([
+      {
+        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'ingress-nginx' } } }],
+        ports: [{ port: 'http' }],
+      },
+      { ports: [{ port: 'admin' }] },
+    ])
+    expect(portNumber('http')).toBe(Number(env.PORT ?? defaults.PORT))
+    expect(portNumber('admin')).toBe(Number(env.ADMIN_PORT ?? defaults.ADMIN_PORT))
   })
 
   it('takes the tokens from the Secret, as placeholders', () => {

@@ -1,0 +1,13 @@
+import { z } from 'zod'
+import { positiveInt } from '../config/fields.js'
+
+// The idempotency records' section of the configuration (docs/architecture.md, "Configuration").
+
+export const idempotencyFileFields = {
+  idempotency: z.strictObject({
+    retentionHours: positiveInt.max(24 * 30).default(24)
+      .describe('How long the answer to a POST or PATCH with an `Idempotency-Key` is kept in Redis and replayed to a retry with the same key'),
+    maxBodyBytes: positiveInt.default(1048576)
+      .describe('Largest answer body kept for replay; a larger answer is passed on and its record released (a retry is forwarded again)'),
+  }).prefault({}).describe('Safe retries of writes on declared routes (`Idempotency-Key`)'),
+}
