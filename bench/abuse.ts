@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
@@ -20,6 +21,8 @@ const HEADERS_TIMEOUT_MS = 2000
 const REQUEST_TIMEOUT_MS = 4000
 const PARTNER_KEYS = 20
 const PMS_TOKEN = 'abuse-pms-token'
+/** `npm start` needs one when webhooks are configured: a fresh one each run (a bench's endpoints live as long as it does). */
+const WEBHOOKS_SECRET_KEY = randomBytes(24).toString('hex')
 const SERVICE_TOKEN = 'abuse-service-token'
 // The pass-through's bounds: small, so that the rows see them act within a few seconds.
 const RESPONSE_TIMEOUT_MS = 4000
@@ -124,7 +127,7 @@ async function main(): Promise<void> {
   // No PMS_SANDBOX_URL: test keys must be refused without a PMS call.
   const gateway = start(process.execPath, ['dist/src/server.js'], {
     PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_FILE: configFile, REDIS_URL: redisUrl, REDIS_PREFIX: 'abuse:',
-    PMS_URL: pmsUrl, PMS_TOKEN, ADMIN_TOKEN, LOG_LEVEL: 'info', UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN,
+    PMS_URL: pmsUrl, PMS_TOKEN, ADMIN_TOKEN, LOG_LEVEL: 'info', UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN, WEBHOOKS_SECRET_KEY,
   })
   const base = `http://127.0.0.1:${port}`
   const admin = `http://127.0.0.1:${adminPort}`

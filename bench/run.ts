@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
+import { randomUUID, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, freemem, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -63,6 +63,8 @@ const BASELINE = flags.baseline
 const GATEWAY_NODE_OPTIONS = (flags['node-options'] ?? '').split(/\s+/).filter((o) => o !== '')
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PMS_TOKEN = 'bench-pms-token'
+/** `npm start` needs one when webhooks are configured: a fresh one each run (a bench's endpoints live as long as it does). */
+const WEBHOOKS_SECRET_KEY = randomBytes(24).toString('hex')
 const SERVICE_TOKEN = 'bench-service-token'
 const PREFIX = `bench:${randomUUID().slice(0, 8)}:`
 const CLOCK_TICKS = clockTicks()
@@ -152,7 +154,7 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   const inspectPort = await freePort()
   const child = startProcess(script, {
     PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: PREFIX,
-    PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', ...env,
+    PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', WEBHOOKS_SECRET_KEY, ...env,
   // One log line per request, as in production, written to /dev/null: the driver must not
   // spend its CPU reading them.
   }, { stdout: 'ignore', nodeOptions: [...GATEWAY_NODE_OPTIONS, `--inspect-port=127.0.0.1:${inspectPort}`] })

@@ -7,12 +7,14 @@ import { loadConfig } from '../src/config.js'
 import { createGateway } from '../src/gateway.js'
 import { createLogger } from '../src/logger.js'
 import { RedisKeyStore } from '../src/keys/store.js'
+import { waitingRows } from './webhooks-waiting.js'
 
 // `node dist/bench/webhooks.js`: the webhook rows of docs/performance.md, "Webhooks". One
 // gateway instance in this process, a fast receiver on loopback (204 at once), the stand-in
 // PMS, Redis at REDIS_URL under a prefix of its own (removed at the end). CPU is this whole
 // process's (gateway, publisher and receiver together), so it is an upper bound per attempt.
-// WEBHOOK_BENCH_SOAK_SECONDS (120) sets the soak; the other sizes are below.
+// WEBHOOK_BENCH_SOAK_SECONDS (120) sets the soak; the other sizes are below. First, the rows of
+// a backlog behind a hanging endpoint, on a Redis server of their own (webhooks-waiting.ts).
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PREFIX = `gwbench:webhooks:${process.pid}:`
@@ -23,6 +25,11 @@ const THROUGHPUT_EVENTS = 500
 const STEADY_RATE = 20
 const STEADY_SECONDS = 10
 const FAN_OUT = 1000
+
+// WEBHOOK_BENCH_ONLY=waiting: only the rows of a backlog behind a hanging endpoint (webhooks-waiting.ts); =delivery: all but those.
+const ONLY = process.env.WEBHOOK_BENCH_ONLY
+if (ONLY !== 'delivery') await waitingRows((line) => process.stdout.write(`${line}\n`))
+if (ONLY === 'waiting') process.exit(0)
 
 const received = new Map<string, number[]>()
 let deliveries = 0

@@ -12,6 +12,7 @@ import { GrantExistsError } from '../src/keys/grants.js'
 import { MemoryKeyStore, type KeyStore } from '../src/keys/store.js'
 import { redactUrl } from '../src/credentials/tool.js'
 import { redisAnswers } from '../src/redis.js'
+import { DEVELOPMENT_KEY } from '../src/webhooks/secrets.js'
 import { serveDocs } from './docs-server.js'
 
 // `npm run demo`: the stand-in PMS and its sandbox, the stand-in service behind the declared
@@ -60,6 +61,8 @@ const env = {
   UPSTREAM_BOOKINGS_URL: service.url, UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN,
   UPSTREAM_BOOKINGS_SANDBOX_URL: serviceSandbox.url, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: SERVICE_TOKEN,
   REDIS_PREFIX: `${process.env.REDIS_PREFIX ?? 'gw:'}demo:`,
+  // The demo's own key, fixed so that a demo endpoint still signs after a restart; `npm start` needs one of yours.
+  WEBHOOKS_SECRET_KEY: process.env.WEBHOOKS_SECRET_KEY ?? DEVELOPMENT_KEY,
   ...Object.fromEntries(Object.values(PUBLISHERS).map((p) => [p.variable, p.token])),
 }
 const config = loadConfig(env, { requireTokens: true })

@@ -16,7 +16,7 @@ import { rateLimitFileFields } from './ratelimit/config.js'
 import type { RoutePolicy } from './routes/policy.js'
 import { tracingEnvFields, tracingEnvProblems, tracingSettings, type TracingSettings } from './tracing/config.js'
 import { pmsEnvFields, pmsEnvProblems, pmsTargets, pmsUrls, upstreamFileFields, upstreamUrlProblems, type UpstreamTarget } from './upstream/config.js'
-import { webhookEnvFields, webhookFields } from './webhooks/config.js'
+import { webhookEnvFields, webhookFields, webhookKeyProblems, webhookKeys, type WebhookKeys } from './webhooks/config.js'
 
 // The configuration's top (docs/architecture.md, "Configuration"). Each capability's folder
 // owns its section: the schema of its fields with their defaults and meanings, the checks
@@ -66,7 +66,7 @@ export type FileConfig = z.infer<typeof fileSchema>
 export type FileConfigInput = z.input<typeof fileSchema>
 export type EnvConfig = z.infer<typeof envSchema>
 
-export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'>, RedisSettings {
+export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'>, RedisSettings, WebhookKeys {
   /** The declared upstreams, resolved. */
   upstreams: Record<string, ServiceUpstream>
   /** The declared routes as policies. */
@@ -86,8 +86,6 @@ export interface Config extends Omit<FileConfig, 'upstreams' | 'routes'>, RedisS
   eventPublishers: EventPublisher[]
   /** Whether this instance serves the public port and delivers webhooks (EVENTS_WORKER, else `events.workers`). */
   eventsWorker: 'on' | 'off' | 'only'
-  /** Encrypts webhook secrets at rest; undefined: the development key. */
-  webhooksSecretKey: string | undefined
 }
 
 export class ConfigError extends Error {
@@ -100,7 +98,7 @@ export class ConfigError extends Error {
 interface LoadOptions {
   /** `npm start` needs a PMS; tests and tools do not. */
   requirePms?: boolean
-  /** `npm start` needs the token of every upstream with a `tokenHeader`; the key tool does not. */
+  /** `npm start` needs the token of every upstream with a `tokenHeader`, and WEBHOOKS_SECRET_KEY when there are webhooks; the key tool does not. */
   requireTokens?: boolean
   /** Settings given in code win over the file (tests). */
   overrides?: Partial<FileConfigInput>
@@ -134,6 +132,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
   problems.push(...upstreamUrlProblems([...pmsUrls(env), ...declaredUpstreamUrls(merged, configFile, env, problems)]))
   const upstreams = file === undefined ? {} : resolveUpstreams(file.upstreams, file, env, problems, options.requireTokens === true)
   const eventPublishers = file === undefined ? [] : resolvePublishers(file.events.publishers, env, envResult.success ? envResult.data.ADMIN_TOKEN : undefined, problems)
+  if (options.requireTokens === true && file !== undefined) problems.push(...webhookKeyProblems(file.events.types.length, picked))
   if (problems.length > 0 || file === undefined || !envResult.success) throw new ConfigError(problems)
 
   const e = envResult.data
@@ -154,7 +153,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, options: LoadOp
     tracing: tracingSettings(e),
     eventPublishers,
     eventsWorker: e.EVENTS_WORKER ?? (file.events.workers ? 'on' : 'off'),
-    webhooksSecretKey: e.WEBHOOKS_SECRET_KEY,
+    ...webhookKeys(e),
   }
 }
 

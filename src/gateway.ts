@@ -35,7 +35,8 @@ import { VERSION } from './version.js'
 import { Deliveries, type DeliveriesOptions } from './webhooks/deliveries.js'
 import { EndpointStore } from './webhooks/endpoints.js'
 import { webhookEndpointRoutes } from './webhooks/routes.js'
-import { SecretBox } from './webhooks/secrets.js'
+import { DEVELOPMENT_KEY, SecretBox } from './webhooks/secrets.js'
+import { WebhookEndpoints } from './webhooks/service.js'
 
 // The composition root: builds the gateway's parts from the config and hands them to the
 // app, which closes them again in `onClose`.
@@ -53,8 +54,8 @@ export interface GatewayOptions {
   onLease?: (keyId: string, granted: number) => void
   /** The event log's clock (tests of the retention move it). */
   eventsClock?: () => number
-  /** Tests resolve endpoint host names themselves. */
-  webhookHooks?: Pick<DeliveriesOptions, 'lookup'>
+  /** Tests resolve endpoint host names themselves, and shorten a parked delivery's sleep. */
+  webhookHooks?: Pick<DeliveriesOptions, 'lookup' | 'sleepMs'>
 }
 
 export interface Gateway {
@@ -119,8 +120,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const portal = redis !== undefined && config.portal.enabled
     ? new PortalSessions({ store: new PortalSessionStore(redis, config.redisPrefix), keys: keyStore, audit, origins: portalOrigins(config.brands) })
     : undefined
+  // Set once the deliveries exist (with Redis): a revoked credential's endpoints go with it.
+  let removeEndpointsOf: ((id: string) => Promise<void>) | undefined
   const credentials = new CredentialService({
     store: keyStore, usage: usageStore, audit, known: knownOf(config),
+    onRevoke: async (id) => { await removeEndpointsOf?.(id) },
     ...(portal === undefined ? {} : { endPortalSessions: async (id: string, actor: string, reason: EndReason) => void await portal.endAll(id, actor, reason) }),
   })
   const idempotency = new IdempotencyRecords(recordStore, config.redisPrefix, config.idempotency.retentionHours * 3600_000)
@@ -180,20 +184,25 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   if (redis !== undefined) {
     const target = redisTarget(config)
     const endpointStore = new EndpointStore(redis, config.redisPrefix)
-    const box = new SecretBox(config.webhooksSecretKey)
+    // Tests and the demo only: `npm start` refuses to start without WEBHOOKS_SECRET_KEY (config.ts).
+    const box = new SecretBox(config.webhooksSecretKey ?? DEVELOPMENT_KEY, config.webhooksPreviousKeys)
+    const onSecretUnreadable = (): void => metrics.webhookSecretUnreadable.inc()
     deliveries = new Deliveries({
       settings: config.events, store: endpointStore, log: events, keys: keyStore, box, logger,
       connection: () => createRedis({ ...target, name: 'gateway-webhooks', logger, role: 'subscriber' }),
       work: config.eventsWorker !== 'off',
       userAgent: `partner-gateway/${VERSION} webhooks`,
       onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),
+      onSecretUnreadable,
       ...(tracing === undefined ? {} : { tracing }),
       ...options.webhookHooks,
     })
     deliveries.start()
     const started = deliveries
     metrics.watchWebhooks(() => started.snapshot)
-    webhooks = webhookEndpointRoutes({ store: endpointStore, deliveries, log: events, box, idempotency, settings: config.events })
+    removeEndpointsOf = (id) => started.removeEndpointsOf(id)
+    const endpoints = new WebhookEndpoints({ store: endpointStore, deliveries, log: events, box, settings: config.events })
+    webhooks = webhookEndpointRoutes({ endpoints, box, idempotency, logger, onSecretUnreadable })
   }
   const app = await buildApp({
     config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,

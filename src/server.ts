@@ -36,8 +36,6 @@ for (const publisher of config.eventPublishers) {
 // Flags for tests and the demo only (docs/operations.md, "Webhooks"): say so at every start.
 if (config.events.allowPrivateTargets) logger.warn('events.allowPrivateTargets is set: webhooks may be delivered to loopback and internal addresses; for tests and the demo only')
 if (config.events.allowHttp) logger.warn('events.allowHttp is set: webhook endpoints may use plain http:; for tests and the demo only')
-// Info, not warn: every development start would print it. docs/operations.md, "Webhooks" says to set it.
-if (config.webhooksSecretKey === undefined) logger.info('WEBHOOKS_SECRET_KEY is unset: webhook signing secrets are sealed with a fixed development key; set it in production')
 if (config.tracing !== undefined) {
   // The collector's host only: its URL or headers may hold a credential.
   const { url, protocol, sampler, ratio } = config.tracing

@@ -70,6 +70,13 @@ describe('docker-compose.yml', () => {
     }
   })
 
+  it('gives the gateway a WEBHOOKS_SECRET_KEY, without which it would not start', () => {
+    const gateway = compose.services.gateway?.environment ?? {}
+    expect(gateway.WEBHOOKS_SECRET_KEY?.length).toBeGreaterThanOrEqual(32)
+    const { WEBHOOKS_SECRET_KEY: _key, ...others } = gateway
+    expect(() => loadConfig({ ...others, CONFIG_FILE: 'config/default.json' }, { requireTokens: true })).toThrow(/environment WEBHOOKS_SECRET_KEY: required/)
+  })
+
   it('gives the PMS the token the gateway sends', () => {
     expect(compose.services.pms?.environment?.MOCK_PMS_TOKEN).toBe(compose.services.gateway?.environment?.PMS_TOKEN)
     expect(compose.services.gateway?.environment?.PMS_URL).toBe(`http://pms:${compose.services.pms?.environment?.MOCK_PMS_PORT}`)

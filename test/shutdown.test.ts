@@ -10,6 +10,7 @@ import { RedisKeyStore } from '../src/keys/store.js'
 import { ACME_HOST } from './helpers/config.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
 import { checkAnswer } from './helpers/contract.js'
+import { DEVELOPMENT_KEY } from '../src/webhooks/secrets.js'
 
 // The real process (`npm start` runs dist/src/server.js) receiving SIGTERM with requests in flight.
 
@@ -44,7 +45,7 @@ function start(port: number, adminPort: number): ChildProcess {
   return spawn(process.execPath, ['dist/src/server.js'], {
     env: {
       ...process.env, PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: prefix,
-      PMS_URL: pms.url, PMS_TOKEN: 'shutdown-token', LOG_LEVEL: 'warn',
+      PMS_URL: pms.url, PMS_TOKEN: 'shutdown-token', LOG_LEVEL: 'warn', WEBHOOKS_SECRET_KEY: DEVELOPMENT_KEY,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

@@ -9,6 +9,7 @@ import { MockPms } from '../mocks/pms/server.js'
 import { RedisKeyStore } from '../src/keys/store.js'
 import { ACME_HOST } from './helpers/config.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from './helpers/redis.js'
+import { DEVELOPMENT_KEY } from '../src/webhooks/secrets.js'
 
 // The real process (`npm start` runs dist/src/server.js): load shedding with its shipped
 // settings must tell a stall from overload (docs/security.md, "Load shedding"), and the start
@@ -42,7 +43,7 @@ function start(port: number, env: NodeJS.ProcessEnv = {}): { child: ChildProcess
   const child = spawn(process.execPath, ['dist/src/server.js'], {
     env: {
       ...process.env, PORT: String(port), ADMIN_PORT: '0', CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: prefix,
-      PMS_URL: pms.url, PMS_TOKEN: 'stall-token', LOG_LEVEL: 'warn', ...env,
+      PMS_URL: pms.url, PMS_TOKEN: 'stall-token', LOG_LEVEL: 'warn', WEBHOOKS_SECRET_KEY: DEVELOPMENT_KEY, ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

@@ -44,6 +44,7 @@ export class Metrics {
   private readonly eventsIngested: Counter<'publisher' | 'type' | 'outcome'>
   private readonly webhookAttempts: Counter<'outcome'>
   private readonly webhookAttemptSeconds: Histogram
+  readonly webhookSecretUnreadable: Counter
   private webhookSnapshot: (() => DeliverySnapshot | undefined) | undefined
   private readonly breakers = new Map<string, () => BreakerState>()
   private redisUp: (() => boolean) | undefined
@@ -119,6 +120,11 @@ export class Metrics {
       help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (another status, a redirect, a refused connection), blocked (an internal address), gone (410), timeout',
       labelNames: ['outcome'], registers: [this.registry],
     })
+    this.webhookSecretUnreadable = new Counter({
+      name: 'gateway_webhook_secret_unreadable_total',
+      help: 'Webhook signing secrets (and kept answers that show one) that no configured key (WEBHOOKS_SECRET_KEY, WEBHOOKS_SECRET_KEY_PREVIOUS) opens, each time one is needed: the attempt fails, the replay is 503',
+      registers: [this.registry],
+    })
     this.webhookAttemptSeconds = new Histogram({
       name: 'gateway_webhook_attempt_duration_seconds', help: 'How long a webhook delivery attempt took, to its answer or its failure',
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30], registers: [this.registry],
@@ -136,7 +142,7 @@ export class Metrics {
     }
     snapshotGauge('gateway_webhook_pending', 'Webhook deliveries queued, waiting for a retry or in flight', [], (g, s) => g.set(s.pending))
     snapshotGauge('gateway_webhook_oldest_pending_seconds', 'How long the oldest queued webhook delivery has waited since it was queued', [], (g, s) => g.set(s.oldestPendingSeconds))
-    snapshotGauge('gateway_webhook_endpoints', 'Webhook endpoints by status: enabled, disabled', ['status'], (g, s) => {
+    snapshotGauge('gateway_webhook_endpoints', 'Webhook endpoints that can receive (their credential active: not suspended, revoked or expired), by status: enabled, disabled', ['status'], (g, s) => {
       for (const [status, count] of Object.entries(s.endpoints)) g.set({ status }, count)
     })
     this.shedRequests = new Counter({

@@ -164,6 +164,8 @@ export interface ServiceOptions {
   audit: AuditTrail
   known: Known
   now?: () => number
+  /** What else goes with a revoked credential (its webhook endpoints: docs/architecture.md, "Webhooks"). */
+  onRevoke?: (id: string) => Promise<void>
   /**
    * Ends the credential's partner portal sessions (portal/sessions.ts) when it is suspended or
    * revoked; each ending is audited with `actor`.
@@ -179,6 +181,7 @@ export class CredentialService {
   private readonly trail: AuditTrail
   readonly known: Known
   private readonly now: () => number
+  private readonly onRevoke: ((id: string) => Promise<void>) | undefined
   private readonly endPortalSessions: ServiceOptions['endPortalSessions']
 
   constructor(options: ServiceOptions) {
@@ -187,6 +190,7 @@ export class CredentialService {
     this.trail = options.audit
     this.known = options.known
     this.now = options.now ?? Date.now
+    this.onRevoke = options.onRevoke
     this.endPortalSessions = options.endPortalSessions
   }
 
@@ -467,7 +471,10 @@ export class CredentialService {
   async revoke(id: string, actor: string): Promise<void> {
     const before = isGrantId(id) ? await this.store.findGrantById(id) : await this.store.findById(id)
     // Revoked even without a record: an id left behind by an interrupted create is forgotten.
-    if (!(isGrantId(id) ? await this.store.revokeGrant(id) : await this.store.revoke(id)) || before === null) throw new CredentialNotFound(id)
+    const revoked = isGrantId(id) ? await this.store.revokeGrant(id) : await this.store.revoke(id)
+    // Its webhook endpoints go with it, even when only an id was left behind.
+    await this.onRevoke?.(id)
+    if (!revoked || before === null) throw new CredentialNotFound(id)
     await this.usage.forget(id)
     await this.audit(actor, 'revoke', id, { status: { old: before.status, new: 'revoked' } })
     await this.endPortalSessions?.(id, actor, 'credential revoked')

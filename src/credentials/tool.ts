@@ -5,6 +5,7 @@ import pino from 'pino'
 import { ConfigError, loadConfig, type Config } from '../config.js'
 import { createRedis, redisMode, redisTarget, type RedisTarget } from '../redis.js'
 import { RedisKeyStore } from '../keys/store.js'
+import { EndpointStore } from '../webhooks/endpoints.js'
 import { AuditTrail, RedisAuditStore } from './audit.js'
 import type { CredentialView, FieldName, UsageView, AuditEntry } from './schemas.js'
 import { CredentialInputError, CredentialNotFound, CredentialService, instantMillis, knownOf, parseOverlap, type Label } from './service.js'
@@ -357,6 +358,8 @@ export async function runKeyTool(argv: string[], env: NodeJS.ProcessEnv, io: Too
       usage: new RedisUsageStore(redis, config.redisPrefix),
       audit,
       known: knownOf(config),
+      // A revoked credential's webhook endpoints go with it (its queued deliveries then end without an attempt).
+      onRevoke: async (id) => { await new EndpointStore(redis, config.redisPrefix).removeAllOf(id) },
       ...(portal === undefined ? {} : { endPortalSessions: async (id: string, actor: string, reason: EndReason) => void await portal.endAll(id, actor, reason) }),
     })
     await execute(service, portal, parsed, io)

@@ -7,6 +7,8 @@ import { z } from 'zod'
 export const webhookFields = {
   maxEndpointsPerCredential: z.number().int().min(1).max(1000).default(10)
     .describe('How many webhook endpoints one credential may have; one more is refused 409 `WEBHOOK_ENDPOINT_LIMIT_REACHED`'),
+  maxManualDeliveriesPerEndpoint: z.number().int().min(1).max(100_000).default(100)
+    .describe('Deliveries a partner asked for (`test`, `redeliver`) not yet finished, per endpoint; one more is refused 429 `RATE_LIMITED`'),
   deliveryTimeoutMs: z.number().int().min(100).max(60_000).default(15_000)
     .describe('How long a delivery attempt waits for the endpoint\'s 2xx; past it the attempt failed (`timeout`)'),
   retrySchedule: z.array(z.number().positive().max(7 * 86_400)).min(1).max(20).default([5, 300, 1800, 7200, 18000, 36000, 36000])
@@ -17,8 +19,8 @@ export const webhookFields = {
     .describe('At most this many attempts in flight to one endpoint, across every instance: a slow endpoint delays no other'),
   deliveryWorkers: z.number().int().min(1).max(1000).default(64)
     .describe('Attempts one instance makes at once, to all endpoints together'),
-  deliveryLockSeconds: z.number().positive().max(600).default(30)
-    .describe('An attempt holds its delivery this long, renewed while it runs; an instance that dies mid-attempt hands it to another once this lapses'),
+  deliveryLockSeconds: z.number().positive().max(600).default(20)
+    .describe('An attempt holds its delivery this long, renewed while it runs; the attempt of an instance that dies mid-attempt is made again by another within 1.5 times this'),
   allowPrivateTargets: z.boolean().default(false)
     .describe('Deliver to loopback, private and other internal addresses too; for tests and the demo only (the start warns)'),
   allowHttp: z.boolean().default(false)
@@ -31,5 +33,32 @@ export const webhookEnvFields = {
   EVENTS_WORKER: z.enum(['on', 'off', 'only']).optional()
     .describe('`on`: serve and deliver webhooks; `off`: serve only; `only`: deliver only (no public port). Unset: `events.workers` decides'),
   WEBHOOKS_SECRET_KEY: z.string().min(32, 'must be at least 32 characters').optional()
-    .describe('Encrypts webhook endpoints\' signing secrets in Redis; every instance needs the same one. Unset: a fixed development key (the start warns)'),
+    .describe('Seals webhook endpoints\' signing secrets in Redis; every instance needs the same one. Required by `npm start` when `events.types` is not empty'),
+  WEBHOOKS_SECRET_KEY_PREVIOUS: z.string().refine((text) => text.split(',').every((key) => key.trim().length >= 32), 'must be a comma-separated list of keys of at least 32 characters each').optional()
+    .describe('Earlier values of `WEBHOOKS_SECRET_KEY`, comma-separated: secrets sealed under them still open (and are sealed again under the current key)'),
+}
+
+/** The keys that seal webhook signing secrets (docs/operations.md, "Changing WEBHOOKS_SECRET_KEY"). */
+export interface WebhookKeys {
+  /** Seals webhook secrets at rest; undefined (tests and the demo only): the development key. */
+  webhooksSecretKey: string | undefined
+  /** Earlier keys, which still open what they sealed. */
+  webhooksPreviousKeys: string[]
+}
+
+export function webhookKeys(env: { WEBHOOKS_SECRET_KEY?: string | undefined; WEBHOOKS_SECRET_KEY_PREVIOUS?: string | undefined }): WebhookKeys {
+  return {
+    webhooksSecretKey: env.WEBHOOKS_SECRET_KEY,
+    webhooksPreviousKeys: env.WEBHOOKS_SECRET_KEY_PREVIOUS?.split(',').map((key) => key.trim()) ?? [],
+  }
+}
+
+/**
+ * What `npm start` needs beside the file's fields: a key of its own when the config declares
+ * events (else every signing secret would be sealed under the development key, which anyone
+ * can read in the source).
+ */
+export function webhookKeyProblems(eventTypes: number, env: Record<string, string>): string[] {
+  if (eventTypes === 0 || env.WEBHOOKS_SECRET_KEY !== undefined) return []
+  return ['environment WEBHOOKS_SECRET_KEY: required when events.types declares events (webhook signing secrets are sealed with it); at least 32 characters']
 }

@@ -1,18 +1,24 @@
-import { randomInt } from 'node:crypto'
 import { SpanStatusCode } from '@opentelemetry/api'
 import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import { Agent, request } from 'undici'
 import type { EventLog, LoggedEvent } from '../events/log.js'
 import type { Viewer } from '../events/types.js'
-import type { KeyStore } from '../keys/store.js'
+import { UlidFactory } from '../events/ulid.js'
+import type { GrantRecord } from '../keys/grants.js'
 import type { KeyMode } from '../keys/principal.js'
+import type { KeyRecord, KeyStore } from '../keys/store.js'
 import { EVENT_ID_PREFIX } from '../routes/policy.js'
 import type { RedisClient } from '../redis.js'
 import type { Tracing } from '../tracing/tracing.js'
 import { BlockedAddressError, guardedConnector, type Lookup } from './addresses.js'
-import type { Attempt, AttemptOutcome, EndpointRecord, EndpointStore } from './endpoints.js'
-import { signatureHeader, type SecretBox } from './secrets.js'
+import { secretContext, type Attempt, type AttemptOutcome, type EndpointRecord, type EndpointStatus, type EndpointStore } from './endpoints.js'
+import {
+  afterFailure, afterGone, afterSuccess, attemptsOf, deliveryLifetimeMs, isLastAttempt, LEASE_GRACE_MS, outcomeOfStatus, parkSleepMs,
+  retryDelayMs, viewerOfCredential, workerTimings, type AttemptFacts,
+} from './rules.js'
+import { resealed } from './reseal.js'
+import { SecretUnreadableError, signatureHeader, type Opened, type SecretBox } from './secrets.js'
 
 // Deliveries (docs/architecture.md, "Webhooks"): each (event, endpoint) is a job in a BullMQ
 // queue on the gateway's Redis, worked on by every instance that delivers. At least once: a
@@ -20,15 +26,14 @@ import { signatureHeader, type SecretBox } from './secrets.js'
 // `webhook-id`. Who may see the event is decided when the attempt is made, from the
 // credential as it is then. At most `endpointConcurrency` attempts to one endpoint are in
 // flight across instances (a lease per attempt in Redis); a job that finds its endpoint busy
-// waits a moment in the delayed set, so it holds no worker from other endpoints' jobs.
+// is parked: it sleeps in the delayed set, costing nothing, until an attempt that ends hands
+// it its lease and wakes it (§D37).
 
 export const QUEUE_NAME = 'deliveries'
 /** Jobs kept after they end, so that a publisher's retry of an event finds its jobs (no second delivery) and operators can look. */
 const KEEP_DONE_SECONDS = 86_400
-/** A busy endpoint's job comes back after this long, plus some jitter. */
-const BUSY_DELAY_MS = 200
-/** A lease outlives the attempt by this much, so only a dead instance's lease lapses. */
-const LEASE_GRACE_MS = 30_000
+
+export { retryDelayMs }
 
 export interface DeliveryJob {
   /** The event's ULID (its id without `evt_`). */
@@ -43,6 +48,9 @@ export interface DeliveryJob {
   traceparent?: string
 }
 
+/** Deliveries a partner asked for: they count against `events.maxManualDeliveriesPerEndpoint` until they finish. */
+export const isManual = (kind: DeliveryJob['kind']): boolean => kind !== 'event'
+
 export interface DeliverySettings {
   deliveryTimeoutMs: number
   retrySchedule: readonly number[]
@@ -51,6 +59,7 @@ export interface DeliverySettings {
   deliveryWorkers: number
   deliveryLockSeconds: number
   allowPrivateTargets: boolean
+  maxManualDeliveriesPerEndpoint: number
 }
 
 export interface DeliveriesOptions {
@@ -67,19 +76,17 @@ export interface DeliveriesOptions {
   userAgent: string
   /** Tests resolve names themselves. */
   lookup?: Lookup
+  /** How long a parked delivery sleeps before it wakes by itself (tests of a lost wake-up shorten it). */
+  sleepMs?: () => number
   now?: () => number
   onAttempt?: (outcome: AttemptOutcome, seconds: number) => void
+  /** A signing secret that no configured key opens (docs/operations.md, "Changing WEBHOOKS_SECRET_KEY"). */
+  onSecretUnreadable?: () => void
   /** Present when spans are exported: each attempt is a client span. */
   tracing?: Tracing
 }
 
-/** The delay before retry `attemptsMade` (1 after the first failure): the schedule's entry, ±10 %. */
-export function retryDelayMs(schedule: readonly number[], attemptsMade: number): number {
-  const seconds = schedule[Math.min(attemptsMade, schedule.length) - 1] ?? 0
-  return Math.round(seconds * 1000 * (0.9 + Math.random() * 0.2))
-}
-
-/** How long a shutdown waits for the queue to close (attempts handed back) before dropping its connections. */
+/** How a shutdown waits for the queue to close (attempts handed back) before dropping its connections. */
 const CLOSE_WAIT_MS = 5_000
 
 const HAND_BACK = new Error('the instance is shutting down')
@@ -97,11 +104,17 @@ function blockedIn(error: unknown): BlockedAddressError | undefined {
 export interface DeliverySnapshot {
   pending: number
   oldestPendingSeconds: number
-  endpoints: Record<'enabled' | 'disabled', number>
+  /** Endpoints that can receive (their credential active), by status. */
+  endpoints: Record<EndpointStatus, number>
 }
 
 /** How often the snapshot is read from Redis. */
 const SNAPSHOT_MS = 5_000
+/** How long the snapshot trusts a credential's status before reading it again. */
+const CREDENTIALS_SEEN_MS = 30_000
+
+/** What a partner's request for a delivery came to. */
+export type ManualQueued = 'queued' | 'full' | 'gone'
 
 export class Deliveries {
   /** Undefined until first read (or while Redis does not answer). */
@@ -114,10 +127,18 @@ export class Deliveries {
   private closing = false
   private readonly now: () => number
   private readonly connections: RedisClient[] = []
+  private readonly ulids = new UlidFactory()
+  /** A lease's length: the attempt's timeout and a grace. */
+  private readonly leaseMs: number
+  /** The longest a delivery lives: how long its manual count and its place in a park are kept. */
+  readonly lifetimeMs: number
+  private credentialsSeen = { at: 0, viewers: new Map<string, Promise<Viewer | undefined>>() }
 
   constructor(private readonly options: DeliveriesOptions) {
     this.now = options.now ?? Date.now
     const { settings } = options
+    this.leaseMs = settings.deliveryTimeoutMs + LEASE_GRACE_MS
+    this.lifetimeMs = deliveryLifetimeMs(settings.retrySchedule, settings.deliveryTimeoutMs)
     this.agent = new Agent({
       connect: guardedConnector({ allowPrivate: settings.allowPrivateTargets, connectTimeoutMs: settings.deliveryTimeoutMs, ...(options.lookup === undefined ? {} : { lookup: options.lookup }) }),
       headersTimeout: settings.deliveryTimeoutMs,
@@ -125,7 +146,11 @@ export class Deliveries {
       // A partner's endpoint is not ours to hold open: one connection per attempt.
       pipelining: 0,
     })
-    this.queue = new Queue<DeliveryJob>(QUEUE_NAME, { connection: this.connection() as never, prefix: options.store.queuePrefix })
+    this.queue = new Queue<DeliveryJob>(QUEUE_NAME, {
+      connection: this.connection() as never, prefix: options.store.queuePrefix,
+      // Nothing reads the queue's event stream (QueueEvents): a short one, not BullMQ's 10,000 entries.
+      streams: { events: { maxLen: 1000 } },
+    })
     this.queue.on('error', (error) => options.logger.warn({ err: error }, 'webhook queue error'))
   }
 
@@ -135,11 +160,24 @@ export class Deliveries {
     return client
   }
 
-  /** Reads the backlog and the endpoints by status into `snapshot`. */
+  /** Reads the backlog and the endpoints that can receive, by status, into `snapshot`. */
   async refresh(): Promise<DeliverySnapshot> {
-    const [{ pending, oldestSeconds }, endpoints] = await Promise.all([this.backlog(), this.options.store.countByStatus()])
+    const [{ pending, oldestSeconds }, endpoints] = await Promise.all([this.backlog(), this.countEndpoints()])
     this.snapshot = { pending, oldestPendingSeconds: Math.round(oldestSeconds), endpoints }
     return this.snapshot
+  }
+
+  /** Endpoints whose credential can receive (not suspended, revoked or expired), by status. */
+  private async countEndpoints(): Promise<Record<EndpointStatus, number>> {
+    if (this.now() - this.credentialsSeen.at > CREDENTIALS_SEEN_MS) this.credentialsSeen = { at: this.now(), viewers: new Map() }
+    const seen = this.credentialsSeen.viewers
+    const counts: Record<EndpointStatus, number> = { enabled: 0, disabled: 0 }
+    const records = await this.options.store.all()
+    const viewers = await Promise.all(records.map((record) => this.viewerOf(record.credentialId, seen)))
+    records.forEach((record, i) => {
+      if (viewers[i] !== undefined) counts[record.status] += 1
+    })
+    return counts
   }
 
   /** Starts this instance's workers (when it delivers) and the fan-out of stored events. */
@@ -155,13 +193,11 @@ export class Deliveries {
     this.snapshotTimer.unref()
     if (!this.options.work) return
     const { settings } = this.options
-    const lockMs = Math.round(settings.deliveryLockSeconds * 1000)
     this.worker = new Worker<DeliveryJob>(QUEUE_NAME, (job, token) => this.process(job, token), {
       connection: this.connection() as never,
       prefix: this.options.store.queuePrefix,
       concurrency: settings.deliveryWorkers,
-      lockDuration: lockMs,
-      stalledInterval: lockMs,
+      ...workerTimings(settings.deliveryLockSeconds),
       // A job an instance died on runs again (at least once); only one that keeps killing instances fails.
       maxStalledCount: 10,
       settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(settings.retrySchedule, attemptsMade) },
@@ -169,24 +205,28 @@ export class Deliveries {
     this.worker.on('error', (error) => this.options.logger.warn({ err: error }, 'webhook worker error'))
   }
 
-  private jobOptions(jobId: string | undefined): Parameters<Queue<DeliveryJob>['add']>[2] {
+  private jobOptions(jobId: string): Parameters<Queue<DeliveryJob>['add']>[2] {
     return {
-      ...(jobId === undefined ? {} : { jobId }),
-      attempts: this.options.settings.retrySchedule.length + 1,
+      jobId,
+      attempts: attemptsOf(this.options.settings.retrySchedule),
       backoff: { type: 'schedule' },
       removeOnComplete: { age: KEEP_DONE_SECONDS },
       removeOnFail: { age: 7 * KEEP_DONE_SECONDS },
+      // An attempt's failure is kept as its reason alone: no stack trace, no path of the gateway's files.
+      stackTraceLimit: 0,
     }
   }
 
   /**
    * Queues a delivery of each stored event to each enabled endpoint of its brand and mode
-   * subscribed to its type. Run again for a publisher's copy of an event: the job ids are the
-   * same, so nothing is queued twice while the first jobs are kept.
+   * subscribed to its type, whose credential sees it now (not suspended, revoked or expired).
+   * Run again for a publisher's copy of an event: the job ids are the same, so nothing is
+   * queued twice while the first jobs are kept.
    */
   async fanOut(events: readonly LoggedEvent[]): Promise<void> {
     const jobs: { name: string; data: DeliveryJob; opts: ReturnType<Deliveries['jobOptions']> }[] = []
     const byPartition = new Map<string, Promise<EndpointRecord[]>>()
+    const viewers = new Map<string, Promise<Viewer | undefined>>()
     for (const { event, brand, origin } of events) {
       const partition = `${brand} ${event.mode}`
       let endpoints = byPartition.get(partition)
@@ -195,8 +235,11 @@ export class Deliveries {
         byPartition.set(partition, endpoints)
       }
       const ulid = event.id.slice(EVENT_ID_PREFIX.length)
+      const facts = { brand, mode: event.mode, type: event.type, propertyId: event.propertyId }
       for (const endpoint of await endpoints) {
         if (endpoint.status !== 'enabled' || !endpoint.eventTypes.includes(event.type)) continue
+        const viewer = await this.viewerOf(endpoint.credentialId, viewers)
+        if (viewer === undefined || !this.options.log.types.sees(viewer, facts)) continue
         const data: DeliveryJob = { ulid, brand, mode: event.mode, endpointId: endpoint.id, kind: 'event', ...(origin.traceparent === undefined ? {} : { traceparent: origin.traceparent }) }
         jobs.push({ name: event.type, data, opts: this.jobOptions(`${ulid}.${endpoint.id}`) })
       }
@@ -204,25 +247,104 @@ export class Deliveries {
     if (jobs.length > 0) await this.queue.addBulk(jobs)
   }
 
-  /** Queues one delivery asked for by a partner (redeliver, test). */
-  async enqueue(data: DeliveryJob): Promise<void> {
-    await this.queue.add(data.kind, data, this.jobOptions(undefined))
+  /** A new id for a delivery a partner asks for (`m.` and a ULID). */
+  manualJobId(): string {
+    return `m.${this.ulids.next(this.now()).text}`
   }
 
-  /** What the credential that owns an endpoint sees now; undefined when it may see nothing (gone, suspended, revoked, expired). */
-  private async viewerOf(credentialId: string): Promise<Viewer | undefined> {
+  /**
+   * Admits `jobIds` (in order) against the endpoint's bound of deliveries a partner asked for
+   * (`events.maxManualDeliveriesPerEndpoint`): how many were admitted, -1 when the endpoint is
+   * gone. Each admitted id must then be queued as a manual delivery; it counts until it
+   * finishes. The one place the bound is counted: `test`, `redeliver`, and recoveries.
+   */
+  admitManual(endpointId: string, jobIds: readonly string[]): Promise<number> {
+    return this.options.store.admitManual(endpointId, jobIds, this.options.settings.maxManualDeliveriesPerEndpoint, this.now(), this.lifetimeMs)
+  }
+
+  /** Queues one delivery a partner asked for (redeliver, test), within the endpoint's bound. */
+  async enqueueManual(data: DeliveryJob): Promise<ManualQueued> {
+    const jobId = this.manualJobId()
+    const admitted = await this.admitManual(data.endpointId, [jobId])
+    if (admitted < 0) return 'gone'
+    if (admitted === 0) return 'full'
+    try {
+      await this.queue.add(data.kind, data, this.jobOptions(jobId))
+    } catch (error) {
+      await this.options.store.finishManual(data.endpointId, jobId).catch(() => undefined)
+      throw error
+    }
+    return 'queued'
+  }
+
+  private async credentialRecord(credentialId: string): Promise<KeyRecord | GrantRecord | null> {
     const keys = this.options.keys
-    const record = credentialId.startsWith('cli_') ? await keys.findGrantById(credentialId) : await keys.findById(credentialId)
-    if (record === null || record.status !== 'active') return undefined
-    if ('expiresAt' in record && record.expiresAt !== null && Date.parse(record.expiresAt) <= this.now()) return undefined
-    return {
-      brand: record.brand, mode: record.mode,
-      properties: record.properties === '*' ? 'all' : new Set(record.properties),
-      scopes: record.scopes === '*' ? 'all' : new Set(record.scopes),
+    return credentialId.startsWith('cli_') ? keys.findGrantById(credentialId) : keys.findById(credentialId)
+  }
+
+  /** What the credential that owns an endpoint sees now; undefined when it may see nothing (gone, suspended, revoked, expired). Read once per `seen`. */
+  private viewerOf(credentialId: string, seen?: Map<string, Promise<Viewer | undefined>>): Promise<Viewer | undefined> {
+    let viewer = seen?.get(credentialId)
+    if (viewer === undefined) {
+      viewer = this.credentialRecord(credentialId).then((record) => viewerOfCredential(record, this.now()))
+      seen?.set(credentialId, viewer)
+    }
+    return viewer
+  }
+
+  /** Deletes the endpoints of a revoked credential; their sleeping deliveries wake and end. */
+  async removeEndpointsOf(credentialId: string): Promise<void> {
+    this.wake(await this.options.store.removeAllOf(credentialId))
+  }
+
+  /** Deletes one endpoint; its sleeping deliveries wake and end (queued deliveries to it are dropped). */
+  async removeEndpoint(record: EndpointRecord): Promise<void> {
+    this.wake(await this.options.store.remove(record))
+  }
+
+  /** Moves sleeping deliveries to the queue's wait list. One that is not asleep (yet) wakes itself (`sleep`). */
+  private wake(jobIds: readonly string[]): void {
+    for (const id of jobIds) {
+      this.queue.backend.promote(id).catch(() => undefined)
     }
   }
 
   private async process(job: Job<DeliveryJob>, token: string | undefined): Promise<string> {
+    const { store, settings } = this.options
+    const { endpointId, kind } = job.data
+    // The lease's holder is the job: after its instance died, the job run again finds its own lease.
+    const holder = job.id as string
+    const now = this.now()
+    const acquired = await store.acquire(endpointId, holder, now, now + this.leaseMs, settings.endpointConcurrency, job.timestamp, this.lifetimeMs)
+    this.wake(acquired.woken)
+    if (!acquired.taken) return this.sleep(job, token)
+    let finished = true
+    try {
+      return await this.deliver(job, token)
+    } catch (error) {
+      finished = error instanceof UnrecoverableError || (!(error instanceof DelayedError) && isLastAttempt(job.attemptsMade, job.opts.attempts ?? 1))
+      throw error
+    } finally {
+      const ended = this.now()
+      this.wake(await store.release(endpointId, holder, ended, ended + this.leaseMs, settings.endpointConcurrency).catch(() => []))
+      if (finished && isManual(kind)) await store.finishManual(endpointId, holder).catch(() => undefined)
+    }
+  }
+
+  /**
+   * Parks a job whose endpoint has no lease free: it sleeps in the delayed set, costing Redis
+   * nothing, until an attempt that ends hands it a lease and wakes it, or, should that wake-up
+   * be lost with its instance, until it wakes by itself (rules.ts, `parkSleepMs`).
+   */
+  private async sleep(job: Job<DeliveryJob>, token: string | undefined): Promise<never> {
+    await job.moveToDelayed(this.now() + (this.options.sleepMs ?? parkSleepMs)(), token)
+    // A lease handed to it between the park and this move found it awake, and could not wake it.
+    if (await this.options.store.holds(job.data.endpointId, job.id as string).catch(() => false)) this.wake([job.id as string])
+    throw new DelayedError()
+  }
+
+  /** The checks of an attempt, then the attempt, with a lease of the endpoint held. */
+  private async deliver(job: Job<DeliveryJob>, token: string | undefined): Promise<string> {
     const data = job.data
     const eventId = `${EVENT_ID_PREFIX}${data.ulid}`
     const endpoint = await this.options.store.get(data.endpointId)
@@ -233,25 +355,44 @@ export class Deliveries {
     if (viewer === undefined || viewer.brand !== data.brand || viewer.mode !== data.mode) return 'credential sees nothing'
     const json = data.kind === 'test' ? data.json : await this.options.log.get(viewer, eventId)
     if (json === undefined) return 'event not visible'
-    const holder = `${job.id ?? ''} ${token ?? ''}`
-    const started = this.now()
-    const timeoutMs = this.options.settings.deliveryTimeoutMs
-    if (!await this.options.store.acquire(endpoint.id, holder, started, started + timeoutMs + LEASE_GRACE_MS, this.options.settings.endpointConcurrency)) {
-      await job.moveToDelayed(started + BUSY_DELAY_MS + randomInt(BUSY_DELAY_MS), token)
-      throw new DelayedError()
+    return this.attempt(job, token, endpoint, eventId, json)
+  }
+
+  /**
+   * The secrets that sign now, opened; sealed again under the current key when they were not (a
+   * key change). Throws SecretUnreadableError when no configured key opens the current secret;
+   * a rotated-out one that none opens is left out (the partner rotated to have one that works).
+   */
+  private async secretsOf(endpoint: EndpointRecord, now: number): Promise<string[]> {
+    const { box, store, logger } = this.options
+    const opened: Opened[] = []
+    for (const secret of endpoint.secrets.filter((s) => s.expiresAt === null || s.expiresAt > now)) {
+      try {
+        opened.push(box.open(secret.sealed, secretContext(endpoint.id)))
+      } catch (error) {
+        if (secret.expiresAt === null || !(error instanceof SecretUnreadableError)) throw error
+        this.options.onSecretUnreadable?.()
+        logger.error({ endpointId: endpoint.id, credentialId: endpoint.credentialId }, 'webhook signing secret unreadable: no configured key opens the rotated-out secret; deliveries are signed with the current one alone')
+      }
     }
-    try {
-      return await this.attempt(job, token, endpoint, eventId, json)
-    } finally {
-      await this.options.store.release(endpoint.id, holder).catch(() => undefined)
+    if (opened.some((o) => !o.current)) {
+      await store.update(endpoint.id, (record) => resealed(record, box))
+        .catch((error: unknown) => logger.warn({ err: error, endpointId: endpoint.id }, 'webhook signing secret not sealed again under WEBHOOKS_SECRET_KEY; retried at its next use'))
     }
+    return opened.map((o) => o.plain.toString('utf8'))
   }
 
   private async attempt(job: Job<DeliveryJob>, token: string | undefined, endpoint: EndpointRecord, eventId: string, json: string): Promise<string> {
-    const { store, box, logger } = this.options
+    const { store, logger } = this.options
     const started = this.now()
     const timestamp = Math.floor(started / 1000)
-    const secrets = endpoint.secrets.filter((s) => s.expiresAt === null || s.expiresAt > started).map((s) => box.open(s.sealed).toString('utf8'))
+    let secrets: string[]
+    try {
+      secrets = await this.secretsOf(endpoint, started)
+    } catch (error) {
+      if (error instanceof SecretUnreadableError) return this.unreadable(job, endpoint, eventId, started)
+      throw error
+    }
     const span = this.options.tracing?.startLinkedClientSpan('POST webhook', job.data.traceparent)
     const controller = new AbortController()
     this.inFlight.add(controller)
@@ -275,7 +416,7 @@ export class Deliveries {
       })
       status = answer.statusCode
       await answer.body.dump({ limit: 64 * 1024 }).catch(() => undefined)
-      outcome = status >= 200 && status < 300 ? 'delivered' : status === 410 ? 'gone' : 'failed'
+      outcome = outcomeOfStatus(status)
     } catch (error) {
       if (controller.signal.reason === HAND_BACK) {
         span?.setAttribute('gateway.webhook.outcome', 'handed_back')
@@ -290,7 +431,8 @@ export class Deliveries {
       clearTimeout(timer)
       this.inFlight.delete(controller)
     }
-    const durationMs = this.now() - started
+    const ended = this.now()
+    const durationMs = ended - started
     const attempt: Attempt = { eventId, attempt: job.attemptsMade + 1, at: new Date(started).toISOString(), status, outcome, durationMs }
     this.options.onAttempt?.(outcome, durationMs / 1000)
     if (span !== undefined) {
@@ -304,35 +446,43 @@ export class Deliveries {
     }
     logger.info({ eventId, endpointId: endpoint.id, attempt: attempt.attempt, outcome, status, durationMs, ...(failure === undefined ? {} : { reason: (failure as Error).message }) }, 'webhook attempt')
     await store.recordAttempt(endpoint.id, attempt)
+    // The bookkeeping changes the endpoint as it is now, and only if its partner has not changed it since the attempt began.
+    const facts: AttemptFacts = { url: endpoint.url, started, ended }
     if (outcome === 'delivered') {
-      if (endpoint.failingSince !== null) await this.update(endpoint.id, (e) => ({ ...e, failingSince: null }))
+      await store.update(endpoint.id, afterSuccess)
       return outcome
     }
     if (outcome === 'gone') {
-      await this.update(endpoint.id, (e) => ({ ...e, status: 'disabled', disabledReason: 'gone', updatedAt: new Date(this.now()).toISOString() }))
-      throw new UnrecoverableError('the endpoint answered 410 Gone: disabled')
+      await store.update(endpoint.id, (record) => afterGone(record, facts))
+      throw new UnrecoverableError('the endpoint answered 410 Gone')
     }
-    const failingSince = endpoint.failingSince ?? started
-    const disable = started - failingSince >= this.options.settings.disableAfterHours * 3_600_000
-    await this.update(endpoint.id, (e) => ({
-      ...e,
-      failingSince: e.failingSince ?? started,
-      ...(disable ? { status: 'disabled' as const, disabledReason: 'failing' as const, updatedAt: new Date(this.now()).toISOString() } : {}),
-    }))
-    if (disable) throw new UnrecoverableError('the endpoint failed throughout events.disableAfterHours: disabled')
+    let disabled = false
+    await store.update(endpoint.id, (record) => {
+      const next = afterFailure(record, facts, this.options.settings.disableAfterHours * 3_600_000)
+      disabled = next?.status === 'disabled'
+      return next
+    })
+    if (disabled) throw new UnrecoverableError('the endpoint failed throughout events.disableAfterHours: disabled')
     throw new Error(`attempt ${outcome}${status === null ? '' : ` (HTTP ${status})`}`)
   }
 
-  /** Changes the endpoint as it is now in Redis (a PATCH may have come meanwhile). */
-  private async update(id: string, change: (record: EndpointRecord) => EndpointRecord): Promise<void> {
-    const current = await this.options.store.get(id)
-    if (current !== undefined) await this.options.store.save(change(current))
+  /** A signing secret no configured key opens: the attempt fails, visibly (docs/runbooks.md, "GatewayWebhookSecretUnreadable"), and is retried on the schedule. */
+  private async unreadable(job: Job<DeliveryJob>, endpoint: EndpointRecord, eventId: string, started: number): Promise<never> {
+    const attempt: Attempt = { eventId, attempt: job.attemptsMade + 1, at: new Date(started).toISOString(), status: null, outcome: 'failed', durationMs: 0 }
+    this.options.onSecretUnreadable?.()
+    this.options.onAttempt?.('failed', 0)
+    this.options.logger.error(
+      { eventId, endpointId: endpoint.id, credentialId: endpoint.credentialId, attempt: attempt.attempt },
+      'webhook signing secret unreadable: no configured key (WEBHOOKS_SECRET_KEY, WEBHOOKS_SECRET_KEY_PREVIOUS) opens it; nothing was sent',
+    )
+    await this.options.store.recordAttempt(endpoint.id, attempt)
+    throw new Error('attempt failed: the signing secret cannot be opened')
   }
 
   /**
-   * Deliveries pending (queued, waiting for a retry, or in flight), and how long the oldest one
-   * ready to be attempted has waited since it became ready: a retry waiting for its time is not
-   * late, so it does not count (the backlog alert would otherwise fire on every retry).
+   * Deliveries pending (queued, waiting for a retry or a lease, or in flight), and how long the
+   * oldest one ready to be attempted has waited since it became ready: a retry waiting for its
+   * time is not late, so it does not count (the backlog alert would otherwise fire on every retry).
    */
   async backlog(): Promise<{ pending: number; oldestSeconds: number }> {
     const counts = await this.queue.getJobCounts('wait', 'delayed', 'active', 'prioritized')

@@ -10,13 +10,22 @@ import { ENDPOINT_ID_PREFIX } from '../routes/policy.js'
 //   {ns}{webhooks}:cred:<credential id>   ZSET  its endpoints, by creation time
 //   {ns}{webhooks}:part:<brand>:<mode>    SET   the endpoints an event of that brand and mode may go to
 //   {ns}{webhooks}:att:<endpoint id>      LIST  its last attempts, newest first (JSON), trimmed
-//   {ns}{webhooks}:slot:<endpoint id>     ZSET  attempts in flight to it (its concurrency), by lease end
+//   {ns}{webhooks}:slot:<endpoint id>     ZSET  its concurrency leases: delivery job id, by lease end
+//   {ns}{webhooks}:park:<endpoint id>     ZSET  deliveries asleep until a lease frees: job id, by when queued
+//   {ns}{webhooks}:manual:<endpoint id>   ZSET  deliveries a partner asked for, not yet finished: job id, by when asked
 // The delivery queue (BullMQ) lives under {ns}{webhooks} too.
+//
+// A record is changed only by compare-and-set (`update`): the change is made to the record as
+// it is in Redis, and written only if nobody wrote it meanwhile (else made again). So an
+// attempt's bookkeeping never undoes a partner's change made at the same moment, nor the
+// other way round (docs/architecture.md §D38).
 
 export { ENDPOINT_ID_PREFIX }
 /** Attempts kept per endpoint (and shown for 7 days). */
 const KEPT_ATTEMPTS = 1000
 export const ATTEMPTS_SHOWN_MS = 7 * 86_400_000
+/** How often a compare-and-set is tried before the change gives up (only under a storm of writes to one endpoint). */
+const UPDATE_TRIES = 20
 
 export type EndpointStatus = 'enabled' | 'disabled'
 export type DisabledReason = 'gone' | 'failing' | 'partner'
@@ -55,6 +64,9 @@ export function viewOf(record: EndpointRecord): EndpointView {
   }
 }
 
+/** What a signing secret is sealed with: bound to its endpoint, so a sealed value copied to another endpoint does not open. */
+export const secretContext = (endpointId: string): string => `webhook-endpoint:${endpointId}`
+
 export type AttemptOutcome = 'delivered' | 'failed' | 'blocked' | 'gone' | 'timeout'
 
 export interface Attempt {
@@ -75,31 +87,127 @@ redis.call('SADD', KEYS[3], ARGV[1])
 return 1
 `
 
-// KEYS slot; ARGV now, lease end, holder, limit. 1 when a slot is taken.
-const ACQUIRE_SCRIPT = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+// KEYS ep; ARGV id, the record as read, the record to write. 1 when written; 0 when it changed meanwhile (or is gone).
+const COMPARE_AND_SET_SCRIPT = `
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 `
 
+// KEYS ep, cred, part, att, slot, park, manual; ARGV id. The deliveries that were asleep, to wake (they end at once).
+const REMOVE_SCRIPT = `
+local parked = redis.call('ZRANGE', KEYS[6], 0, -1)
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+return parked
+`
+
+// KEYS ep, att; ARGV id, attempt, kept, ttl ms. Only while the endpoint exists: an attempt ending after a DELETE leaves nothing.
+const RECORD_ATTEMPT_SCRIPT = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+`
+
+// Gives the free leases of KEYS[1] (at most ARGV limit) to the deliveries asleep in KEYS[2],
+// oldest first, each until `leaseEnd`; returns their ids, to wake. Used by the two scripts below.
+const HAND_OVER = `
+local function handOver(slot, park, limit, leaseEnd, woken)
+  while redis.call('ZCARD', slot) < limit do
+    local popped = redis.call('ZPOPMIN', park)
+    if #popped == 0 then break end
+    redis.call('ZADD', slot, leaseEnd, popped[1])
+    table.insert(woken, popped[1])
+  end
+end
+`
+
+// KEYS slot, park; ARGV now, lease end, holder (the job id), limit, park score, park ttl ms.
+// {1, woken...} when the holder has a lease (it may already have one: handed over while it
+// slept, or its own from before its instance died); {0} when all are taken: it is parked.
+const ACQUIRE_SCRIPT = `${HAND_OVER}
+local slot, park, holder, limit, leaseEnd = KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]), ARGV[2]
+redis.call('ZREMRANGEBYSCORE', slot, '-inf', ARGV[1])
+if not redis.call('ZSCORE', slot, holder) and redis.call('ZCARD', slot) >= limit then
+  redis.call('ZADD', park, 'NX', ARGV[5], holder)
+  redis.call('PEXPIRE', park, ARGV[6])
+  return {0}
+end
+redis.call('ZADD', slot, leaseEnd, holder)
+redis.call('ZREM', park, holder)
+local result = {1}
+handOver(slot, park, limit, leaseEnd, result)
+redis.call('PEXPIREAT', slot, leaseEnd)
+return result
+`
+
+// KEYS slot, park; ARGV holder, now, lease end, limit. The parked deliveries the freed lease (and any lapsed one) went to.
+const RELEASE_SCRIPT = `${HAND_OVER}
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+local woken = {}
+handOver(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[3], woken)
+if #woken > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
+return woken
+`
+
+// KEYS ep, manual; ARGV endpoint id, now, forget before, max, ttl ms, job ids... How many of
+// the ids (in order) are admitted; -1 when the endpoint is gone.
+const ADMIT_MANUAL_SCRIPT = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+local free = tonumber(ARGV[4]) - redis.call('ZCARD', KEYS[2])
+local admitted = 0
+for i = 6, #ARGV do
+  if admitted >= free then break end
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[i])
+  admitted = admitted + 1
+end
+if admitted > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
+return admitted
+`
+
 type CreateCommand = (ep: string, cred: string, part: string, id: string, record: string, max: number, score: number) => Promise<number>
-type AcquireCommand = (slot: string, now: number, until: number, holder: string, limit: number) => Promise<number>
+type CompareAndSetCommand = (ep: string, id: string, expected: string, next: string) => Promise<number>
+type RemoveCommand = (ep: string, cred: string, part: string, att: string, slot: string, park: string, manual: string, id: string) => Promise<string[]>
+type RecordAttemptCommand = (ep: string, att: string, id: string, attempt: string, kept: number, ttlMs: number) => Promise<number>
+type AcquireCommand = (slot: string, park: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number) => Promise<[number, ...string[]]>
+type ReleaseCommand = (slot: string, park: string, holder: string, now: number, until: number, limit: number) => Promise<string[]>
+type AdmitManualCommand = (ep: string, manual: string, id: string, now: number, forgetBefore: number, max: number, ttlMs: number, ...jobIds: string[]) => Promise<number>
+
+/** A lease asked for: taken (with the parked deliveries it handed free leases to), or parked. */
+export interface Acquired {
+  taken: boolean
+  /** Deliveries asleep that now hold a lease: wake them. */
+  woken: string[]
+}
 
 export class EndpointStore {
   private readonly base: string
   private readonly ulids = new UlidFactory()
-  private readonly createCommand: CreateCommand
-  private readonly acquireCommand: AcquireCommand
+  private readonly commands: {
+    create: CreateCommand; compareAndSet: CompareAndSetCommand; remove: RemoveCommand; recordAttempt: RecordAttemptCommand
+    acquire: AcquireCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
+  }
 
   constructor(private readonly redis: RedisClient, namespace: string) {
     this.base = `${namespace}{webhooks}:`
-    redis.defineCommand('webhookEndpointCreate', { numberOfKeys: 3, lua: CREATE_SCRIPT })
-    redis.defineCommand('webhookSlotAcquire', { numberOfKeys: 1, lua: ACQUIRE_SCRIPT })
-    const commands = redis as unknown as { webhookEndpointCreate: CreateCommand; webhookSlotAcquire: AcquireCommand }
-    this.createCommand = commands.webhookEndpointCreate.bind(redis)
-    this.acquireCommand = commands.webhookSlotAcquire.bind(redis)
+    const scripts = {
+      create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [7, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT],
+      acquire: [2, ACQUIRE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
+    } as const
+    const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
+    const commands: Record<string, unknown> = {}
+    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) {
+      const command = `webhookEndpoint${name[0]?.toUpperCase() ?? ''}${name.slice(1)}`
+      redis.defineCommand(command, { numberOfKeys, lua })
+      commands[name] = (defined[command] as (...args: unknown[]) => Promise<unknown>).bind(redis)
+    }
+    this.commands = commands as EndpointStore['commands']
   }
 
   /** The prefix of the delivery queue's keys (BullMQ's `prefix`): the same hash tag. */
@@ -116,10 +224,12 @@ export class EndpointStore {
   private part(brand: string, mode: KeyMode): string { return `${this.base}part:${brand}:${mode}` }
   private att(id: string): string { return `${this.base}att:${id}` }
   private slot(id: string): string { return `${this.base}slot:${id}` }
+  private park(id: string): string { return `${this.base}park:${id}` }
+  private manual(id: string): string { return `${this.base}manual:${id}` }
 
   /** Adds `record` unless its credential has `max` endpoints already (false). */
   async create(record: EndpointRecord, max: number): Promise<boolean> {
-    const created = await this.createCommand(this.ep, this.cred(record.credentialId), this.part(record.brand, record.mode), record.id, JSON.stringify(record), max, Date.parse(record.createdAt))
+    const created = await this.commands.create(this.ep, this.cred(record.credentialId), this.part(record.brand, record.mode), record.id, JSON.stringify(record), max, Date.parse(record.createdAt))
     return created === 1
   }
 
@@ -145,34 +255,53 @@ export class EndpointStore {
     return this.many(await this.redis.smembers(this.part(brand, mode)))
   }
 
+  /** Every endpoint (for the metrics and /status). */
+  async all(): Promise<EndpointRecord[]> {
+    return (await this.redis.hvals(this.ep)).map((v) => JSON.parse(v) as EndpointRecord)
+  }
+
   private async many(ids: string[]): Promise<EndpointRecord[]> {
     if (ids.length === 0) return []
     const values = await this.redis.hmget(this.ep, ...ids)
     return values.filter((v): v is string => v !== null).map((v) => JSON.parse(v) as EndpointRecord)
   }
 
-  /** How many endpoints there are, by status (for the metrics and /status). */
-  async countByStatus(): Promise<Record<EndpointStatus, number>> {
-    const counts: Record<EndpointStatus, number> = { enabled: 0, disabled: 0 }
-    for (const value of await this.redis.hvals(this.ep)) counts[(JSON.parse(value) as EndpointRecord).status] += 1
-    return counts
+  /**
+   * Changes the endpoint as it is in Redis now: `change` gets the current record and returns
+   * the record to write, or undefined to leave it be. Written only if nobody wrote it
+   * meanwhile; otherwise read and changed again. The record as it is afterwards; undefined when
+   * the endpoint is gone (a change never brings back a deleted endpoint).
+   */
+  async update(id: string, change: (record: EndpointRecord) => EndpointRecord | undefined): Promise<EndpointRecord | undefined> {
+    for (let tries = 0; tries < UPDATE_TRIES; tries += 1) {
+      const json = await this.redis.hget(this.ep, id)
+      if (json === null) return undefined
+      const current = JSON.parse(json) as EndpointRecord
+      const next = change(current)
+      if (next === undefined) return current
+      if (await this.commands.compareAndSet(this.ep, id, json, JSON.stringify(next)) === 1) return next
+    }
+    throw new Error(`webhook endpoint ${id} changed ${UPDATE_TRIES} times while one change was made`)
   }
 
-  async save(record: EndpointRecord): Promise<void> {
-    // Only while it exists: a delivery finishing after a DELETE must not bring it back.
-    if (await this.redis.hexists(this.ep, record.id) === 1) await this.redis.hset(this.ep, record.id, JSON.stringify(record))
+  /** Deletes the endpoint and all it has; the ids of its deliveries that were asleep waiting for a lease (wake them: they end). */
+  async remove(record: EndpointRecord): Promise<string[]> {
+    return this.commands.remove(
+      this.ep, this.cred(record.credentialId), this.part(record.brand, record.mode), this.att(record.id), this.slot(record.id), this.park(record.id), this.manual(record.id), record.id,
+    )
   }
 
-  async remove(record: EndpointRecord): Promise<void> {
-    await this.redis.multi()
-      .hdel(this.ep, record.id).zrem(this.cred(record.credentialId), record.id).srem(this.part(record.brand, record.mode), record.id)
-      .del(this.att(record.id), this.slot(record.id))
-      .exec()
+  /** Deletes every endpoint of a credential (revoked); the ids of their deliveries that were asleep. */
+  async removeAllOf(credentialId: string): Promise<string[]> {
+    const woken: string[] = []
+    for (const record of await this.list(credentialId)) woken.push(...await this.remove(record))
+    // Ids left in the index without a record (an interrupted create) go too.
+    await this.redis.del(this.cred(credentialId))
+    return woken
   }
 
   async recordAttempt(endpointId: string, attempt: Attempt): Promise<void> {
-    await this.redis.multi().lpush(this.att(endpointId), JSON.stringify(attempt)).ltrim(this.att(endpointId), 0, KEPT_ATTEMPTS - 1)
-      .pexpire(this.att(endpointId), String(ATTEMPTS_SHOWN_MS)).exec()
+    await this.commands.recordAttempt(this.ep, this.att(endpointId), endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS)
   }
 
   /** The attempts of the last 7 days, newest first. */
@@ -181,12 +310,38 @@ export class EndpointStore {
     return values.map((v) => JSON.parse(v) as Attempt).filter((a) => Date.parse(a.at) >= now - ATTEMPTS_SHOWN_MS)
   }
 
-  /** Takes one of the endpoint's `limit` slots until `until` (a lease, so a dead instance frees it); false when all are taken. */
-  async acquire(endpointId: string, holder: string, now: number, until: number, limit: number): Promise<boolean> {
-    return (await this.acquireCommand(this.slot(endpointId), now, until, holder, limit)) === 1
+  /**
+   * Takes one of the endpoint's `limit` leases for delivery `holder` until `until` (a lease, so
+   * a dead instance's lapses), or, when all are taken, parks the delivery (by `queuedAt`,
+   * oldest first) until a lease is handed to it. `parkedForMs`: how long the park remembers it.
+   */
+  async acquire(endpointId: string, holder: string, now: number, until: number, limit: number, queuedAt: number, parkedForMs: number): Promise<Acquired> {
+    const [taken, ...woken] = await this.commands.acquire(this.slot(endpointId), this.park(endpointId), now, until, holder, limit, queuedAt, parkedForMs)
+    return { taken: taken === 1, woken }
   }
 
-  async release(endpointId: string, holder: string): Promise<void> {
-    await this.redis.zrem(this.slot(endpointId), holder)
+  /** Frees `holder`'s lease; the parked deliveries that got a lease (this one, or one that lapsed) until `until`: wake them. */
+  async release(endpointId: string, holder: string, now: number, until: number, limit: number): Promise<string[]> {
+    return this.commands.release(this.slot(endpointId), this.park(endpointId), holder, now, until, limit)
+  }
+
+  /** Whether `holder` has a lease of the endpoint (handed over while it went to sleep). */
+  async holds(endpointId: string, holder: string): Promise<boolean> {
+    return await this.redis.zscore(this.slot(endpointId), holder) !== null
+  }
+
+  /**
+   * The bound of deliveries a partner asked for (`test`, `redeliver`, recoveries): admits the
+   * first of `jobIds` while fewer than `max` are outstanding for the endpoint, and says how
+   * many it admitted (-1: the endpoint is gone). An id is forgotten when its delivery finishes
+   * (`finishManual`), or after `forgetAfterMs` should its instance die first.
+   */
+  async admitManual(endpointId: string, jobIds: readonly string[], max: number, now: number, forgetAfterMs: number): Promise<number> {
+    if (jobIds.length === 0) return 0
+    return this.commands.admitManual(this.ep, this.manual(endpointId), endpointId, now, now - forgetAfterMs, max, forgetAfterMs, ...jobIds)
+  }
+
+  async finishManual(endpointId: string, jobId: string): Promise<void> {
+    await this.redis.zrem(this.manual(endpointId), jobId)
   }
 }

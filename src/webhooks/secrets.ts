@@ -1,39 +1,84 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto'
 
-// Signing secrets of webhook endpoints (docs/architecture.md, "Webhooks"): `whsec_` and the
-// base64 of 32 random bytes, shown to the partner only when made; kept in Redis encrypted
-// (AES-256-GCM under WEBHOOKS_SECRET_KEY), never in clear. Signatures follow Standard Webhooks:
-// `v1,` and the base64 HMAC-SHA256, keyed with the secret's decoded bytes, of
-// `<webhook-id>.<webhook-timestamp>.<body>`.
+// Signing secrets of webhook endpoints (docs/architecture.md, "Webhooks", §D35): `whsec_` and
+// the base64 of 32 random bytes, shown to the partner only when made; kept in Redis sealed
+// (AES-256-GCM under WEBHOOKS_SECRET_KEY, bound to what it belongs to), never in clear.
+// Signatures follow Standard Webhooks: `v1,` and the base64 HMAC-SHA256, keyed with the
+// secret's decoded bytes, of `<webhook-id>.<webhook-timestamp>.<body>`.
 
 export const SECRET_PREFIX = 'whsec_'
 
-/** The key used when WEBHOOKS_SECRET_KEY is unset: fine for tests and the demo, never for production (the start warns). */
-const DEVELOPMENT_KEY = 'partner-gateway development key: set WEBHOOKS_SECRET_KEY'
+/**
+ * The key of tests and the demo, which have no WEBHOOKS_SECRET_KEY of their own: `npm start`
+ * refuses to start without one (docs/operations.md, "Webhooks").
+ */
+export const DEVELOPMENT_KEY = 'partner-gateway development key: set WEBHOOKS_SECRET_KEY'
+
+/** What a sealed value starts with: its format (a value without it was sealed before the context was bound). */
+const FORMAT = 'v1.'
+const IV_BYTES = 12
+const TAG_BYTES = 16
 
 export function newSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(32).toString('base64')}`
 }
 
+/** No configured key (WEBHOOKS_SECRET_KEY, WEBHOOKS_SECRET_KEY_PREVIOUS) opens a sealed value. */
+export class SecretUnreadableError extends Error {
+  readonly code = 'WEBHOOK_SECRET_UNREADABLE'
+  constructor(readonly context: string) {
+    super('no configured key (WEBHOOKS_SECRET_KEY, WEBHOOKS_SECRET_KEY_PREVIOUS) opens it')
+    this.name = 'SecretUnreadableError'
+  }
+}
+
+export interface Opened {
+  plain: Buffer
+  /** Sealed as `seal` seals now (the current key, the current format); false: seal it again. */
+  current: boolean
+}
+
+/** The AES key of a configured key: its SHA-256, so any text of 32 characters or more serves. */
+const aesKey = (text: string): Buffer => createHash('sha256').update(text).digest()
+
 export class SecretBox {
-  private readonly key: Buffer
+  /** The current key first, then the previous ones. */
+  private readonly keys: Buffer[]
 
-  constructor(key: string | undefined) {
-    this.key = createHash('sha256').update(key ?? DEVELOPMENT_KEY).digest()
+  constructor(current: string, previous: readonly string[] = []) {
+    this.keys = [current, ...previous].map(aesKey)
   }
 
-  seal(plain: Buffer): string {
-    const iv = randomBytes(12)
-    const cipher = createCipheriv('aes-256-gcm', this.key, iv)
+  /** Seals `plain` under the current key, bound to `context` (an endpoint's id, an idempotency record): it opens only with the same context. */
+  seal(plain: Buffer, context: string): string {
+    const iv = randomBytes(IV_BYTES)
+    const cipher = createCipheriv('aes-256-gcm', this.keys[0] as Buffer, iv)
+    cipher.setAAD(Buffer.from(context, 'utf8'))
     const body = Buffer.concat([cipher.update(plain), cipher.final()])
-    return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64')
+    return `${FORMAT}${Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64')}`
   }
 
-  open(sealed: string): Buffer {
-    const bytes = Buffer.from(sealed, 'base64')
-    const decipher = createDecipheriv('aes-256-gcm', this.key, bytes.subarray(0, 12))
-    decipher.setAuthTag(bytes.subarray(12, 28))
-    return Buffer.concat([decipher.update(bytes.subarray(28)), decipher.final()])
+  /** Opens what `seal` sealed with `context`, under any configured key; throws SecretUnreadableError when none opens it. */
+  open(sealed: string, context: string): Opened {
+    const bound = sealed.startsWith(FORMAT)
+    const bytes = Buffer.from(bound ? sealed.slice(FORMAT.length) : sealed, 'base64')
+    for (const [index, key] of this.keys.entries()) {
+      const plain = openWith(key, bytes, bound ? context : undefined)
+      if (plain !== undefined) return { plain, current: bound && index === 0 }
+    }
+    throw new SecretUnreadableError(context)
+  }
+}
+
+function openWith(key: Buffer, bytes: Buffer, context: string | undefined): Buffer | undefined {
+  if (bytes.length < IV_BYTES + TAG_BYTES) return undefined
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, bytes.subarray(0, IV_BYTES))
+    if (context !== undefined) decipher.setAAD(Buffer.from(context, 'utf8'))
+    decipher.setAuthTag(bytes.subarray(IV_BYTES, IV_BYTES + TAG_BYTES))
+    return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES + TAG_BYTES)), decipher.final()])
+  } catch {
+    return undefined
   }
 }
 

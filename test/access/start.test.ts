@@ -7,6 +7,7 @@ import { MockPms } from '../../mocks/pms/server.js'
 import { ACME_HOST } from '../helpers/config.js'
 import { grantClient, issuerEnv } from '../helpers/oauth.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { DEVELOPMENT_KEY } from '../../src/webhooks/secrets.js'
 
 // `npm start` (dist/src/server.js) with its issuer from OAUTH_* over plain http: it says so in
 // its log, and serves a token of that issuer.
@@ -27,7 +28,7 @@ beforeAll(async () => {
   child = spawn(process.execPath, ['dist/src/server.js'], {
     env: {
       ...process.env, PORT: String(port), ADMIN_PORT: String(await freePort()), CONFIG_FILE: 'config/default.json', REDIS_URL, REDIS_PREFIX: prefix,
-      PMS_URL: pms.url, PMS_TOKEN: 'start-token', UPSTREAM_BOOKINGS_TOKEN: 'x', UPSTREAM_BOOKINGS_SANDBOX_TOKEN: 'y', LOG_LEVEL: 'warn', ...issuerEnv(idp),
+      PMS_URL: pms.url, PMS_TOKEN: 'start-token', UPSTREAM_BOOKINGS_TOKEN: 'x', UPSTREAM_BOOKINGS_SANDBOX_TOKEN: 'y', LOG_LEVEL: 'warn', WEBHOOKS_SECRET_KEY: DEVELOPMENT_KEY, ...issuerEnv(idp),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

@@ -13,6 +13,7 @@ import { checkAnswer } from '../helpers/contract.js'
 import { captureLogs } from '../helpers/logs.js'
 import { keyTool, keyToolJson } from '../helpers/oauth.js'
 import { eventually, freePort, keysUnder, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { DEVELOPMENT_KEY } from '../../src/webhooks/secrets.js'
 
 // Usage and last use (docs/architecture.md, "Usage and last use"): counted in memory by UTC
 // day, route template and status class (429s apart), written to Redis every
@@ -57,7 +58,7 @@ async function start(): Promise<Running> {
   const child = spawn(process.execPath, ['dist/src/server.js'], {
     env: {
       ...process.env, PORT: String(port), ADMIN_PORT: String(await freePort()), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: prefix,
-      PMS_URL: pms.url, PMS_TOKEN: 'usage-token', LOG_LEVEL: 'warn',
+      PMS_URL: pms.url, PMS_TOKEN: 'usage-token', LOG_LEVEL: 'warn', WEBHOOKS_SECRET_KEY: DEVELOPMENT_KEY,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

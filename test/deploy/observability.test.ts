@@ -63,6 +63,7 @@ describe('alert rules (deploy/prometheus/alerts.yml)', () => {
       ['GatewayWebhookBacklogOld', 'warning'],
       ['GatewayWebhookFailureRatio', 'warning'],
       ['GatewayWebhookBlockedAttempts', 'warning'],
+      ['GatewayWebhookSecretUnreadable', 'critical'],
     ])
   })
 

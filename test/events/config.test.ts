@@ -35,8 +35,8 @@ describe('the events section', () => {
     const config = loadConfig({ CONFIG_FILE: file(minimal) })
     expect(config.events).toEqual({
       publishers: {}, types: [], retentionDays: 30, cachedEvents: 20000,
-      maxEndpointsPerCredential: 10, deliveryTimeoutMs: 15_000, retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000], disableAfterHours: 120,
-      endpointConcurrency: 4, deliveryWorkers: 64, deliveryLockSeconds: 30, allowPrivateTargets: false, allowHttp: false, workers: true,
+      maxEndpointsPerCredential: 10, maxManualDeliveriesPerEndpoint: 100, deliveryTimeoutMs: 15_000, retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000], disableAfterHours: 120,
+      endpointConcurrency: 4, deliveryWorkers: 64, deliveryLockSeconds: 20, allowPrivateTargets: false, allowHttp: false, workers: true,
     })
     expect(config.eventsWorker).toBe('on')
     expect(loadConfig({ CONFIG_FILE: file(minimal), EVENTS_WORKER: 'only' }).eventsWorker).toBe('only')

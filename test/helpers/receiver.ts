@@ -49,6 +49,14 @@ export class Receiver {
     return this.received.filter((r) => r.headers['webhook-id'] === eventId)
   }
 
+  /** Answers every request held so far (`hang`) with `status`; how many it answered. */
+  answerHeld(status: number): number {
+    const held = [...this.hanging]
+    this.hanging.clear()
+    for (const res of held) res.writeHead(status).end()
+    return held.length
+  }
+
   async close(): Promise<void> {
     for (const res of this.hanging) res.destroy()
     this.server.closeAllConnections()

@@ -15,6 +15,7 @@ import { checkAnswer } from '../helpers/contract.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 import { eventually, freePort, keysUnder, PrivateRedis, REDIS_URL } from '../helpers/redis.js'
+import { DEVELOPMENT_KEY } from '../../src/webhooks/secrets.js'
 
 // Safe retries of writes (docs/partners.md, "Safe retries of writes (`Idempotency-Key`)";
 // docs/architecture.md, "Idempotency records"): Idempotency-Key on the POST and
@@ -571,7 +572,7 @@ describe('an instance killed mid-call', () => {
     child = spawn(process.execPath, ['dist/src/server.js'], {
       env: {
         ...process.env, PORT: String(port), ADMIN_PORT: String(await freePort()), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: t.prefix,
-        PMS_URL: t.pms.url, PMS_TOKEN: 'test-pms-token', UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN, LOG_LEVEL: 'warn',
+        PMS_URL: t.pms.url, PMS_TOKEN: 'test-pms-token', UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN, LOG_LEVEL: 'warn', WEBHOOKS_SECRET_KEY: DEVELOPMENT_KEY,
       },
       stdio: 'ignore',
     })

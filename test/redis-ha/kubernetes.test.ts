@@ -76,6 +76,16 @@ describe('deploy/kubernetes', () => {
     expect({ host: env.HOST, adminHost: env.ADMIN_HOST }).toEqual({ host: '0.0.0.0', adminHost: '0.0.0.0' })
   })
 
+  it('seals webhook secrets with WEBHOOKS_SECRET_KEY from the Secret, without which the gateway does not start', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'gw-k8s-')), 'config.json')
+    writeFileSync(file, configMap.data['config.json'])
+    const { WEBHOOKS_SECRET_KEY: key, ...others } = one('Secret').stringData as Record<string, string>
+    expect(key).toMatch(/^replace-me-.{21,}$/)
+    expect(loadConfig({ ...env, ...others, WEBHOOKS_SECRET_KEY: key, CONFIG_FILE: file }, { requirePms: true, requireTokens: true }).webhooksSecretKey).toBe(key)
+    expect(() => loadConfig({ ...env, ...others, CONFIG_FILE: file }, { requirePms: true, requireTokens: true })).toThrow(/environment WEBHOOKS_SECRET_KEY: required/)
+    expect(env.WEBHOOKS_SECRET_KEY).toBeUndefined()
+  })
+
   it('believes only the ingress controller, and admits only it to the public port', () => {
     // The proxies believed: the pod network the ingress controller connects from, by address,
     // never any (true), a hop count, or every private range (a client reaching a pod from a
@@ -114,7 +124,7 @@ describe('deploy/kubernetes', () => {
     expect(container.envFrom).toEqual([{ secretRef: { name: secret.metadata.name } }])
     expect(Object.keys(secret.stringData).sort()).toEqual([
       'ADMIN_TOKEN', 'EVENTS_BOOKINGS_SANDBOX_TOKEN', 'EVENTS_BOOKINGS_TOKEN', 'EVENTS_PMS_SANDBOX_TOKEN', 'EVENTS_PMS_TOKEN', 'PMS_SANDBOX_TOKEN', 'PMS_TOKEN', 'REDIS_URL',
-      'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN',
+      'UPSTREAM_BOOKINGS_SANDBOX_TOKEN', 'UPSTREAM_BOOKINGS_TOKEN', 'WEBHOOKS_SECRET_KEY',
     ])
     for (const value of Object.values(secret.stringData)) expect(String(value)).toContain('replace-me')
     // No token in the Deployment itself.

@@ -62,6 +62,25 @@ describe('/v1/webhook-endpoints', () => {
     expectProblem(await t.get(path, key), { code: 'WEBHOOK_ENDPOINT_NOT_FOUND', instance: path })
   })
 
+  it('stores and shows the URL as it parsed and checked it (the WHATWG serialization): what is shown is what is called', async () => {
+    const k = await t.key()
+    const created = await post(k, { url: 'HTTPS://Hooks.Example.COM:443/a/./b/../c d?x=é#top', eventTypes: ['property.updated'] })
+    expect(created.statusCode).toBe(201)
+    const endpoint = dataOf(created)
+    expect(endpoint.url).toBe('https://hooks.example.com/a/c%20d?x=%C3%A9#top')
+    const path = `/v1/webhook-endpoints/${endpoint.id as string}`
+    expect(dataOf(await t.get(path, k)).url).toBe('https://hooks.example.com/a/c%20d?x=%C3%A9#top')
+    const record = JSON.parse(await redis.hget(`${t.prefix}{webhooks}:ep`, endpoint.id as string) as string) as { url: string }
+    expect(record.url).toBe('https://hooks.example.com/a/c%20d?x=%C3%A9#top')
+    const patched = await t.call('PATCH', path, { key: k, body: JSON.stringify({ url: 'https://HOOKS.example.com./x/%7Ey' }) })
+    expect(dataOf(patched).url).toBe('https://hooks.example.com./x/%7Ey')
+    // Longer than 2,048 characters once percent-encoded, though not as sent: refused.
+    expectProblem(await post(k, { url: `https://hooks.example.com/${'é'.repeat(400)}`, eventTypes: ['property.updated'] }), {
+      code: 'VALIDATION_FAILED', instance: '/v1/webhook-endpoints',
+      errors: [{ field: 'url', code: 'NOT_ALLOWED', detail: 'url must be at most 2048 characters once normalised (it is 2426).' }],
+    })
+  })
+
   it('refuses an unknown field with 400, suggesting the cased name', async () => {
     expectProblem(await post(key, { url: 'https://hooks.example.com/', eventtypes: ['property.updated'] }), {
       code: 'UNKNOWN_BODY_FIELD', instance: '/v1/webhook-endpoints',

@@ -14,6 +14,7 @@ import { accepted, hotelChanged, publish, PUBLISHER_TOKENS } from '../helpers/ev
 import { Receiver } from '../helpers/receiver.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 import { WAIT_MS } from '../helpers/webhooks.js'
+import { DEVELOPMENT_KEY } from '../../src/webhooks/secrets.js'
 
 // At least once across instances (docs/architecture.md, "Webhooks"), with the real process
 // (`npm start` runs dist/src/server.js): an instance killed with SIGKILL mid-attempt, and one
@@ -68,7 +69,7 @@ async function startInstance(): Promise<Instance> {
   const child = spawn(process.execPath, ['dist/src/server.js'], {
     env: {
       ...process.env, ...PUBLISHER_TOKENS, PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: prefix,
-      PMS_URL: pms.url, PMS_TOKEN: 'instances-token', LOG_LEVEL: 'warn',
+      PMS_URL: pms.url, PMS_TOKEN: 'instances-token', LOG_LEVEL: 'warn', WEBHOOKS_SECRET_KEY: DEVELOPMENT_KEY,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
