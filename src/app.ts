@@ -41,7 +41,10 @@ import { eventRoutes } from './events/routes.js'
 import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
 import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
-import { assertPolicy, DEFAULT_BODY_BYTES, type RoutePolicy } from './routes/policy.js'
+import { requestLogPartnerRoutes } from './request-log/routes.js'
+import type { RequestLogStore } from './request-log/store.js'
+import type { RequestLogWriter } from './request-log/writer.js'
+import { assertPolicy, builtInRoutes, DEFAULT_BODY_BYTES, webhookRoutes, type RoutePolicy } from './routes/policy.js'
 import type { Tracing } from './tracing/tracing.js'
 import { portalTwin } from './portal/api.js'
 import { portalHeaders } from './portal/http.js'
@@ -80,6 +83,8 @@ export interface AppDependencies {
   webhooks?: (app: FastifyInstance) => Promise<void>
   /** The partner portal's sessions (portal/sessions.ts); without them (no Redis, or `portal.enabled` false) no /portal route is served. */
   portal?: PortalSessions
+  /** The request log (docs/architecture.md, "The request log"): its writer and store; without it (no Redis, or `requestLog.enabled` false) nothing is kept and its routes are not served. */
+  requestLog?: { writer: RequestLogWriter; store: RequestLogStore }
 }
 
 function noop(): void {}
@@ -158,7 +163,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('gatewayConfig', config)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
-  for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'portalSession', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
+  for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'refusedCredential', 'portalSession', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',
     'upstreamName', 'upstreamStatus', 'upstreamStartedAt', 'upstreamPath', 'upstreamQuery', 'upstreamCut', 'cacheResult', 'idempotencyKey', 'idempotency'] as const) {
     app.decorateRequest(field, null)
   }
@@ -249,7 +254,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   // Every request, matched or not: its id, trace and correlation id; after the answer, the
   // log line and the metrics.
-  const observe = observeStage(deps.logger, deps.metrics, deps.tracing, deps.usage)
+  const observe = observeStage(deps.logger, deps.metrics, deps.tracing, deps.usage, deps.requestLog?.writer)
   // A request whose partner leaves before its answer is written gets its line then, unless
   // work for it goes on (a declared service's call), which writes it when it ends.
   const abandoned = (request: FastifyRequest, reply: FastifyReply): void => {
@@ -281,6 +286,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
   if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
   if (deps.webhooks !== undefined) await app.register(deps.webhooks)
+  if (deps.requestLog !== undefined) {
+    // What the `route` filter takes: every template of the route table.
+    const templates = [...Object.values(builtInRoutes), ...Object.values(webhookRoutes), ...config.routes].map((p) => p.path)
+    await app.register(requestLogPartnerRoutes({ store: deps.requestLog.store, routes: [...new Set(templates)] }))
+  }
   if (deps.portal !== undefined) await app.register(portalRoutes({ sessions: deps.portal, ...(deps.events === undefined ? {} : { events: deps.events }) }))
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')

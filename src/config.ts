@@ -13,6 +13,7 @@ import { portalFileFields } from './portal/config.js'
 import { propertiesFileFields } from './properties/config.js'
 import { checkProxy, declaredUpstreamUrls, policyOf, proxyFileFields, resolveUpstreams, type ServiceUpstream } from './proxy/config.js'
 import { rateLimitFileFields } from './ratelimit/config.js'
+import { requestLogFileFields } from './request-log/config.js'
 import type { RoutePolicy } from './routes/policy.js'
 import { tracingEnvFields, tracingEnvProblems, tracingSettings, type TracingSettings } from './tracing/config.js'
 import { pmsEnvFields, pmsEnvProblems, pmsTargets, pmsUrls, upstreamFileFields, upstreamUrlProblems, type UpstreamTarget } from './upstream/config.js'
@@ -39,6 +40,7 @@ export const fileSchema = z.strictObject({
   events: z.strictObject({ ...eventFields, ...webhookFields }).check(z.superRefine(checkEvents, { when: () => true })).prefault({})
     .describe('Events: the internal services that publish to `POST /events` on the admin port, how their types map to public ones, and how long the log keeps them'),
   ...portalFileFields,
+  ...requestLogFileFields,
 }).superRefine((file, ctx) => {
   checkHttp(file, ctx)
   checkProxy(file, ctx)

@@ -31,6 +31,8 @@ import type { UpstreamOutcome } from './upstream/errors.js'
 import { portalOrigins } from './portal/config.js'
 import { PortalSessions, type EndReason } from './portal/sessions.js'
 import { PortalSessionStore } from './portal/store.js'
+import { RequestLogStore } from './request-log/store.js'
+import { RequestLogWriter } from './request-log/writer.js'
 import { VERSION } from './version.js'
 import { Deliveries, type DeliveriesOptions } from './webhooks/deliveries.js'
 import { EndpointStore } from './webhooks/endpoints.js'
@@ -54,6 +56,8 @@ export interface GatewayOptions {
   onLease?: (keyId: string, granted: number) => void
   /** The event log's clock (tests of the retention move it). */
   eventsClock?: () => number
+  /** The request log's clock for its retention (tests of the trimming move it). */
+  requestLogClock?: () => number
   /** Tests resolve endpoint host names themselves, and shorten a parked delivery's sleep. */
   webhookHooks?: Pick<DeliveriesOptions, 'lookup' | 'sleepMs'>
 }
@@ -86,6 +90,8 @@ export interface Gateway {
   deliveries: Deliveries | undefined
   /** The partner portal's sessions (with Redis, and `portal.enabled`). */
   portal: PortalSessions | undefined
+  /** The request log (with Redis, and `requestLog.enabled`). */
+  requestLog: { writer: RequestLogWriter; store: RequestLogStore } | undefined
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -204,6 +210,21 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const endpoints = new WebhookEndpoints({ store: endpointStore, deliveries, log: events, box, settings: config.events })
     webhooks = webhookEndpointRoutes({ endpoints, box, idempotency, logger, onSecretUnreadable })
   }
+  // Each credential's requests (docs/architecture.md, "The request log"), with Redis only.
+  let requestLog: { writer: RequestLogWriter; store: RequestLogStore } | undefined
+  if (redis !== undefined && config.requestLog.enabled) {
+    const store = new RequestLogStore(redis, config.redisPrefix, config.requestLog, options.requestLogClock)
+    const monitor = redisMonitor
+    const writer = new RequestLogWriter(store, {
+      flushMs: config.requestLog.flushMs, bufferMax: config.requestLog.bufferMax, logger,
+      ...(monitor === undefined ? {} : { available: () => monitor.up }),
+      onWritten: (entries) => metrics.requestLogEntries.inc(entries),
+      onDropped: (reason, entries) => metrics.requestLogDropped.inc({ reason }, entries),
+      onFlush: (seconds) => metrics.requestLogFlushSeconds.observe(seconds),
+    })
+    writer.start()
+    requestLog = { writer, store }
+  }
   const app = await buildApp({
     config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
     proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason), onIdempotency: (route, outcome) => metrics.idempotency(route, outcome) },
@@ -211,6 +232,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     events,
     ...(webhooks === undefined ? {} : { webhooks }),
     ...(portal === undefined ? {} : { portal }),
+    ...(requestLog === undefined ? {} : { requestLog }),
     ...(tracing === undefined ? {} : { tracing }),
   })
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
@@ -243,6 +265,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   app.addHook('onClose', async () => {
     // First, while Redis is still there: what was counted since the last flush (graceful shutdown loses nothing).
     await usage.close()
+    await requestLog?.writer.close()
     // Attempts in flight go back to the queue for another instance (or this one, restarted).
     await deliveries?.close()
     await admin.close()
@@ -254,5 +277,5 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Last: every request's span has ended by now.
     await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries, portal }
+  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries, portal, requestLog }
 }

@@ -1,6 +1,6 @@
 import type { Span } from '@opentelemetry/api'
 import type { Config } from './config.js'
-import type { ErrorCode } from './contract/errors.js'
+import type { ErrorCode, RefusedCredential } from './contract/errors.js'
 import type { HealthState } from './health.js'
 import type { Brand, BrandDirectory } from './http/brands.js'
 import type { TraceContext } from './http/trace.js'
@@ -33,6 +33,8 @@ declare module 'fastify' {
     span: Span | null
     correlationId: string | null
     principal: Principal | null
+    /** A known credential refused at step 4 (expired, suspended): the request is still its own. */
+    refusedCredential: RefusedCredential | null
     /** The partner portal's session behind the principal, on the portal's routes. */
     portalSession: PortalSession | null
     parsedQuery: ParsedQuery | null

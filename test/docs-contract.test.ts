@@ -100,6 +100,7 @@ describe('the OpenAPI document', () => {
               'guests:read': 'Read guests: GET /v1/guests, GET /v1/guests/{guestId}; events guest.created, guest.updated',
               'guests:write': 'Create, change and delete guests: POST /v1/guests, PATCH /v1/guests/{guestId}',
               'properties:read': 'Read properties: GET /v1/properties, GET /v1/properties/{propertyId}; events property.updated',
+              'request-logs:read': 'Read request-logs: GET /v1/request-logs, GET /v1/request-logs/{requestId}',
               'rooms:read': 'Read rooms: GET /v1/rooms',
               'webhooks:read': 'Read webhooks: GET /v1/webhook-endpoints, GET /v1/webhook-endpoints/{endpointId}, GET /v1/webhook-endpoints/{endpointId}/deliveries',
               'webhooks:write': 'Create, change and delete webhooks: POST /v1/webhook-endpoints, PATCH /v1/webhook-endpoints/{endpointId}, DELETE /v1/webhook-endpoints/{endpointId},'
@@ -120,6 +121,7 @@ describe('the OpenAPI document', () => {
       'PATCH /v1/webhook-endpoints/{endpointId}': 'webhooks:write', 'DELETE /v1/webhook-endpoints/{endpointId}': 'webhooks:write',
       'POST /v1/webhook-endpoints/{endpointId}/rotate-secret': 'webhooks:write', 'POST /v1/webhook-endpoints/{endpointId}/test': 'webhooks:write',
       'GET /v1/webhook-endpoints/{endpointId}/deliveries': 'webhooks:read', 'POST /v1/events/{eventId}/redeliver': 'webhooks:write',
+      'GET /v1/request-logs': 'request-logs:read', 'GET /v1/request-logs/{requestId}': 'request-logs:read',
     }
     const documented = Object.fromEntries(Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op])))
     expect(documented['GET /v1/health']?.security).toEqual([])

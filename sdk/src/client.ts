@@ -14,6 +14,7 @@ export const USER_AGENT = `partner-gateway-sdk/${version} node/${process.version
 
 export type Property = components['schemas']['Property']
 export type Event = components['schemas']['Event']
+export type RequestLogEntry = components['schemas']['RequestLogEntry']
 export type Meta = components['schemas']['Meta']
 export type CollectionMeta = components['schemas']['CollectionMeta']
 export type Pagination = components['schemas']['Pagination']
@@ -27,6 +28,7 @@ type OkBodyOf<O> = O extends { responses: infer R }
 
 export type ListPropertiesQuery = QueryOf<operations['listProperties']>
 export type ListEventsQuery = QueryOf<operations['listEvents']>
+export type ListRequestLogsQuery = QueryOf<operations['listRequestLogs']>
 export type ListGuestsQuery = QueryOf<operations['listGuests']>
 export type GetGuestQuery = QueryOf<operations['getGuestsByGuestId']>
 export type ListRoomsQuery = QueryOf<operations['listRooms']>
@@ -219,6 +221,24 @@ export class PartnerClient {
     /** Every event of every page (100 a page unless `perPage` says otherwise), until `total`: to catch up from `createdAfter`. */
     listAll: (query: ListEventsQuery = {}, options?: CallOptions): AsyncGenerator<Event, void, undefined> =>
       allItems(query.page ?? 1, (page) => this.events.list({ perPage: 100, ...query, page }, options)),
+  }
+
+  readonly requestLogs = {
+    /** `GET /v1/request-logs`: one page of the credential's own requests, newest first, filtered. */
+    list: (query: ListRequestLogsQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listRequestLogs']>>> =>
+      this.send('GET', '/v1/request-logs', (a) => this.api.GET('/v1/request-logs', { params: { query, header: this.ua }, ...a }), options),
+    /** `GET /v1/request-logs/{requestId}`: the entry of one request, by its `Service-Request-Id`. */
+    get: (requestId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getRequestLog']>>> =>
+      this.send('GET', '/v1/request-logs/{requestId}', (a) => this.api.GET('/v1/request-logs/{requestId}', { params: { path: { requestId }, header: this.ua }, ...a }), options),
+    /**
+     * Every entry of every page (100 a page unless `perPage` says otherwise), until `total`. Pages
+     * count from the newest entry: without `createdBefore`, it is set to now, so new requests
+     * (this walk's own are never logged, others' are) do not shift the pages.
+     */
+    listAll: (query: ListRequestLogsQuery = {}, options?: CallOptions): AsyncGenerator<RequestLogEntry, void, undefined> => {
+      const pinned = { createdBefore: new Date().toISOString(), ...query }
+      return allItems(pinned.page ?? 1, (page) => this.requestLogs.list({ perPage: 100, ...pinned, page }, options))
+    },
   }
 
   readonly webhookEndpoints = {

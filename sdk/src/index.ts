@@ -1,7 +1,7 @@
 // @partner-gateway/sdk: the partner API's client for Node 20+.
 export {
   PartnerClient, USER_AGENT,
-  type ApiResponse, type CallOptions, type ClientOptions, type CollectionMeta, type CreateGuestBody, type Event, type GetGuestQuery, type ListEventsQuery,
+  type ApiResponse, type CallOptions, type ClientOptions, type CollectionMeta, type CreateGuestBody, type Event, type GetGuestQuery, type ListEventsQuery, type ListRequestLogsQuery, type RequestLogEntry,
   type ListGuestsQuery, type ListPropertiesQuery, type ListRoomsQuery, type Meta, type Method, type Pagination, type Property,
   type QueryValue, type RequestOptions, type RetryInfo, type UpdateGuestBody,
   type CreateWebhookEndpointBody, type ListWebhookDeliveriesQuery, type ListWebhookEndpointsQuery, type UpdateWebhookEndpointBody, type WebhookAttempt, type WebhookEndpoint,

@@ -343,6 +343,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/request-logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List your requests
+         * @description The requests made with your credential, newest first, each about a second after its answer: every answer, refusals of a known but expired or suspended credential too. Filters: `status` (a status such as `404`, a class such as `4xx`, or `errors` for every 4xx and 5xx), `method`, `route` (a template of this reference), `code` (an error code), `createdAfter` and `createdBefore` (when the request arrived), `idempotencyKey`. To walk many pages, set `createdBefore` to the time of your first page. Requests to the request log itself are not logged.
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         *
+         *     Needs the scope `request-logs:read`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        get: operations["listRequestLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/request-logs/{requestId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one of your requests
+         * @description One of your requests by its `Service-Request-Id`; another credential's is answered as one that does not exist (404 `REQUEST_LOG_NOT_FOUND`).
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         *
+         *     Needs the scope `request-logs:read`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        get: operations["getRequestLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/guests": {
         parameters: {
             query?: never;
@@ -652,6 +704,62 @@ export interface components {
             endpointId: string;
         };
         NoFields: Record<string, unknown>;
+        /** @description One request made with your credential, as the gateway answered it. Ignore fields you do not know: more may come. */
+        RequestLogEntry: {
+            /** @description The `Service-Request-Id` the request was answered with. */
+            id: string;
+            /** @description When the request arrived: UTC, with milliseconds. */
+            at: string;
+            /** @description The API key id (`key_…`) or the client grant id (`cli_…`) it was made with. */
+            credentialId: string;
+            /**
+             * @description Which secret of an API key was sent: `previous` while a rolled key's old secret still works, else `current`; null for an access token.
+             * @enum {string|null}
+             */
+            secret: "current" | "previous" | null;
+            /**
+             * @description The credential's mode.
+             * @enum {string}
+             */
+            mode: "live" | "test";
+            /** @description The HTTP method. */
+            method: string;
+            /** @description The template of the route it matched, as this reference writes it. */
+            route: string | null;
+            /** @description The path as sent, without the query; at most 512 characters. */
+            path: string;
+            /** @description The names of the query parameters sent, in order; never their values. */
+            queryParameters: string[];
+            /** @description The status answered; 499 when you closed the connection before the answer. */
+            status: number;
+            /** @description The problem's `code`; null for a success. */
+            code: string | null;
+            /** @description From the request's arrival to its last byte written, in milliseconds (one decimal). */
+            durationMs: number;
+            /**
+             * @description Whether the answer came from the gateway's cache: `hit`, `miss`, `stale`; null where there is none.
+             * @enum {string|null}
+             */
+            cache: "hit" | "miss" | "stale" | null;
+            /** @description The `Idempotency-Key` sent, if any. */
+            idempotencyKey: string | null;
+            /** @description Whether the answer was the replay of an earlier one with the same `Idempotency-Key`. */
+            replayed: boolean;
+            /** @description The address the request came from. */
+            clientIp: string | null;
+            /** @description The `User-Agent` sent, at most 200 characters. */
+            userAgent: string | null;
+            /** @description The trace id: of your `traceparent`, or the one the gateway started. */
+            traceId: string | null;
+        };
+        RequestLogEntryResponse: {
+            data: components["schemas"]["RequestLogEntry"];
+            meta: components["schemas"]["Meta"];
+        };
+        RequestLogEntryListResponse: {
+            data: components["schemas"]["RequestLogEntry"][];
+            meta: components["schemas"]["CollectionMeta"];
+        };
         /** @description The service's own answer, passed on unchanged: an envelope of `data` and `meta` */
         ServiceResponse: Record<string, unknown>;
         Credential: {
@@ -7333,6 +7441,854 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
                     "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    listRequestLogs: {
+        parameters: {
+            query?: {
+                /** @description Digits only. */
+                page?: number;
+                /** @description Digits only. */
+                perPage?: number;
+                status?: string;
+                method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD";
+                route?: string;
+                code?: string;
+                /** @description An RFC 3339 date-time with an offset, such as `2026-11-26T12:00:00Z`; send the `+` of an offset as `%2B`. */
+                createdAfter?: string;
+                /** @description An RFC 3339 date-time with an offset, such as `2026-11-26T12:00:00Z`; send the `+` of an offset as `%2B`. */
+                createdBefore?: string;
+                idempotencyKey?: string;
+            };
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of your credential's requests, newest first, with the pagination. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestLogEntryListResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_QUERY_PARAMETER`](errors/invalid-query-parameter.html): Invalid query parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_QUERY_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    getRequestLog: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path: {
+                /** @description 1 to 128 characters of A-Z a-z 0-9 . _ ~ - */
+                requestId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entry. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestLogEntryResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_PATH_PARAMETER`](errors/invalid-path-parameter.html): Invalid path parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_PATH_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /**
+             * @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found
+             *     - [`REQUEST_LOG_NOT_FOUND`](errors/request-log-not-found.html): Request log entry not found
+             */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND" | "REQUEST_LOG_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {

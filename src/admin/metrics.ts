@@ -45,6 +45,9 @@ export class Metrics {
   private readonly webhookAttempts: Counter<'outcome'>
   private readonly webhookAttemptSeconds: Histogram
   readonly webhookSecretUnreadable: Counter
+  readonly requestLogEntries: Counter
+  readonly requestLogDropped: Counter<'reason'>
+  readonly requestLogFlushSeconds: Histogram
   private webhookSnapshot: (() => DeliverySnapshot | undefined) | undefined
   private readonly breakers = new Map<string, () => BreakerState>()
   private redisUp: (() => boolean) | undefined
@@ -128,6 +131,17 @@ export class Metrics {
     this.webhookAttemptSeconds = new Histogram({
       name: 'gateway_webhook_attempt_duration_seconds', help: 'How long a webhook delivery attempt took, to its answer or its failure',
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30], registers: [this.registry],
+    })
+    this.requestLogEntries = new Counter({
+      name: 'gateway_request_log_entries_total', help: 'Request log entries written to Redis by this instance', registers: [this.registry],
+    })
+    this.requestLogDropped = new Counter({
+      name: 'gateway_request_log_dropped_total', help: 'Request log entries dropped, by why: buffer_full (the buffer held requestLog.bufferMax), redis (Redis away or refusing the write)',
+      labelNames: ['reason'], registers: [this.registry],
+    })
+    this.requestLogFlushSeconds = new Histogram({
+      name: 'gateway_request_log_flush_seconds', help: 'How long a write of the request log\'s buffer to Redis took',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [this.registry],
     })
     // From the deliveries' snapshot (refreshed every few seconds), not a Redis read per scrape.
     const snapshotOf = (): DeliverySnapshot | undefined => this.webhookSnapshot?.()

@@ -123,6 +123,10 @@ export const errorCatalog = {
     status: 404, title: 'Event not found',
     tip: 'Use an id returned by GET /v1/events with this credential; events are kept for a limited time (see the API reference) and each credential sees only the events of its mode, brand, properties and scopes.',
   },
+  REQUEST_LOG_NOT_FOUND: {
+    status: 404, title: 'Request log entry not found',
+    tip: 'Use the `Service-Request-Id` of a request made with this credential, within the days the log keeps (see the API reference); an entry appears about a second after its answer, and each credential sees only its own requests.',
+  },
   WEBHOOK_ENDPOINT_NOT_FOUND: {
     status: 404, title: 'Webhook endpoint not found',
     tip: 'Use an id returned by GET /v1/webhook-endpoints with this credential; each credential sees only the endpoints it created.',
@@ -243,6 +247,19 @@ export interface ApiErrorOptions {
   retryAfter?: number
   /** Kept for the log line only, never for the body. */
   cause?: unknown
+  /** A known credential refused (expired, suspended): whose request log the refusal joins. */
+  credential?: RefusedCredential
+}
+
+/**
+ * The credential a refusal at step 4 was about, when the gateway knows it (an expired or
+ * suspended key, a suspended client): never the secret, only what its request log needs.
+ */
+export interface RefusedCredential {
+  id: string
+  mode: 'live' | 'test'
+  /** For an API key: whether the secret presented was a rolled key's previous one; null for an access token. */
+  secret: 'current' | 'previous' | null
 }
 
 /** A failure that leaves as problem+json with the catalog entry of `code`. */
@@ -251,6 +268,7 @@ export class ApiError extends Error {
   readonly errors: FieldError[]
   readonly headers: Record<string, string> | undefined
   readonly retryAfter: number | undefined
+  readonly credential: RefusedCredential | undefined
 
   constructor(readonly code: ErrorCode, readonly detail: string, options: ApiErrorOptions = {}) {
     // An ApiError is an expected answer, not a fault: capturing a stack trace for every
@@ -264,6 +282,7 @@ export class ApiError extends Error {
     this.errors = options.errors ?? []
     this.headers = options.headers
     this.retryAfter = options.retryAfter
+    this.credential = options.credential
   }
 }
 
@@ -273,8 +292,8 @@ export class ApiError extends Error {
 const CHALLENGE = { 'www-authenticate': 'Bearer' } as const
 
 /** Failures of authentication proper: 401 with the Bearer challenge. */
-export function unauthorized(code: 'MISSING_AUTH_HEADER' | 'INVALID_AUTH_HEADER' | 'INVALID_API_KEY' | 'API_KEY_EXPIRED', detail: string): ApiError {
-  return new ApiError(code, detail, { headers: CHALLENGE })
+export function unauthorized(code: 'MISSING_AUTH_HEADER' | 'INVALID_AUTH_HEADER' | 'INVALID_API_KEY' | 'API_KEY_EXPIRED', detail: string, credential?: RefusedCredential): ApiError {
+  return new ApiError(code, detail, { headers: CHALLENGE, ...(credential === undefined ? {} : { credential }) })
 }
 
 /**
@@ -286,9 +305,10 @@ function challengeValue(text: string): string {
 }
 
 /** A refused access token (RFC 6750 3.1 `invalid_token`); `detail` says which check failed. */
-export function invalidToken(code: 'INVALID_ACCESS_TOKEN' | 'ACCESS_TOKEN_EXPIRED', detail: string): ApiError {
+export function invalidToken(code: 'INVALID_ACCESS_TOKEN' | 'ACCESS_TOKEN_EXPIRED', detail: string, credential?: RefusedCredential): ApiError {
   return new ApiError(code, detail, {
     headers: { 'www-authenticate': `Bearer error="invalid_token", error_description="${challengeValue(detail)}"` },
+    ...(credential === undefined ? {} : { credential }),
   })
 }
 

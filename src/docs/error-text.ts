@@ -31,6 +31,7 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   TEST_MODE_UNAVAILABLE: 'A test key (`svc_test_`) called an endpoint whose service has no sandbox; test keys never reach live data.',
   ROUTE_NOT_FOUND: 'No endpoint has this path on this host (an unknown path, an empty segment such as `/v1//properties`, or a host name of no brand).',
   PROPERTY_NOT_FOUND: 'No property of your brand has this id (ids of other brands are never revealed).',
+  REQUEST_LOG_NOT_FOUND: 'No request with this id is in your credential\'s request log: it was made with another credential, is older than the log keeps, was answered less than about a second ago, or is a read of the request log itself, which is never logged.',
   EVENT_NOT_FOUND: 'No event with this id is in the log for your credential: it does not exist, is older than the log keeps, or belongs to another mode, brand, property or scope than your credential sees.',
   METHOD_NOT_ALLOWED: 'The path exists but does not take this method; `Allow` lists the methods it takes.',
   NOT_ACCEPTABLE: 'The `Accept` header admits no `application/json` (for example `text/html` alone, or `application/json;q=0`).',

@@ -8,9 +8,10 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { ulidPattern } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, webhookRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, webhookRoutes, requestLogRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
+import { ENTRY_FIELDS, MAX_PATH, MAX_USER_AGENT } from '../request-log/entry.js'
 
 // The OpenAPI 3.1 document of the public API, built from the code: the route policies (the
 // built-in ones and the config file's declared routes), the error catalog, the Property zod
@@ -136,6 +137,36 @@ function securitySchemes(source: DocumentSource): JsonObject {
         flows: { clientCredentials: { tokenUrl, scopes: scopeDescriptions(source.routes, eventTypesOf(source)) } },
       },
     }),
+  }
+}
+
+/** An entry of the request log (docs/partners.md, "The request log"): what the gateway knew of a request, never a body, a query value or a secret. */
+function requestLogEntrySchema(): JsonObject {
+  const text = (description: string, extra: JsonObject = {}): JsonObject => ({ type: 'string', description, ...extra })
+  const maybe = (type: string, description: string, extra: JsonObject = {}): JsonObject => ({ type: [type, 'null'], description, ...extra })
+  return {
+    type: 'object', additionalProperties: false, required: [...ENTRY_FIELDS],
+    description: 'One request made with your credential, as the gateway answered it. Ignore fields you do not know: more may come.',
+    properties: {
+      id: text('The `Service-Request-Id` the request was answered with.'),
+      at: text('When the request arrived: UTC, with milliseconds.', { pattern: UTC_MILLIS.source }),
+      credentialId: text('The API key id (`key_…`) or the client grant id (`cli_…`) it was made with.'),
+      secret: maybe('string', 'Which secret of an API key was sent: `previous` while a rolled key\'s old secret still works, else `current`; null for an access token.', { enum: ['current', 'previous', null] }),
+      mode: { type: 'string', enum: ['live', 'test'], description: 'The credential\'s mode.' },
+      method: text('The HTTP method.'),
+      route: maybe('string', 'The template of the route it matched, as this reference writes it.'),
+      path: text(`The path as sent, without the query; at most ${MAX_PATH} characters.`, { maxLength: MAX_PATH }),
+      queryParameters: { type: 'array', items: { type: 'string' }, description: 'The names of the query parameters sent, in order; never their values.' },
+      status: { type: 'integer', description: 'The status answered; 499 when you closed the connection before the answer.' },
+      code: maybe('string', 'The problem\'s `code`; null for a success.'),
+      durationMs: { type: 'number', minimum: 0, description: 'From the request\'s arrival to its last byte written, in milliseconds (one decimal).' },
+      cache: maybe('string', 'Whether the answer came from the gateway\'s cache: `hit`, `miss`, `stale`; null where there is none.', { enum: ['hit', 'miss', 'stale', null] }),
+      idempotencyKey: maybe('string', 'The `Idempotency-Key` sent, if any.'),
+      replayed: { type: 'boolean', description: 'Whether the answer was the replay of an earlier one with the same `Idempotency-Key`.' },
+      clientIp: maybe('string', 'The address the request came from.'),
+      userAgent: maybe('string', `The \`User-Agent\` sent, at most ${MAX_USER_AGENT} characters.`, { maxLength: MAX_USER_AGENT }),
+      traceId: maybe('string', 'The trace id: of your `traceparent`, or the one the gateway started.'),
+    },
   }
 }
 
@@ -266,6 +297,15 @@ function components(source: DocumentSource): JsonObject {
         properties: { data: { type: 'array', items: schemaRef('Event') }, meta: schemaRef('CollectionMeta') },
       },
       ...webhookSchemas(eventTypesOf(source).map((t) => t.type)),
+      RequestLogEntry: requestLogEntrySchema(),
+      RequestLogEntryResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: schemaRef('RequestLogEntry'), meta: schemaRef('Meta') },
+      },
+      RequestLogEntryListResponse: {
+        type: 'object', additionalProperties: false, required: ['data', 'meta'],
+        properties: { data: { type: 'array', items: schemaRef('RequestLogEntry') }, meta: schemaRef('CollectionMeta') },
+      },
       ServiceResponse: {
         type: 'object',
         description: "The service's own answer, passed on unchanged: an envelope of `data` and `meta`",
@@ -471,6 +511,10 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
       return [['200', { description: 'The event.', headers: headersOf(policy, 200), content: json(schemaRef('EventResponse')) }]]
     case 'events':
       return [['200', { description: 'One page of the events, oldest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('EventListResponse')) }]]
+    case 'requestLog':
+      return [['200', { description: 'The entry.', headers: headersOf(policy, 200), content: json(schemaRef('RequestLogEntryResponse')) }]]
+    case 'requestLogs':
+      return [['200', { description: 'One page of your credential\'s requests, newest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('RequestLogEntryListResponse')) }]]
     case 'webhookEndpoint':
       return [[String(success.status), {
         description: success.secret ? 'The endpoint, with its signing `secret`: shown only now; keep it.' : 'The endpoint.',
@@ -525,7 +569,7 @@ const WEBHOOK_OPERATIONS: Record<string, Partial<Record<Method, string>>> = {
 function operationId(policy: RoutePolicy, method: Method): string {
   const webhook = policy.kind === 'facade' ? WEBHOOK_OPERATIONS[policy.path]?.[method] : undefined
   if (webhook !== undefined) return webhook
-  const builtIn = Object.entries(builtInRoutes).find(([, p]) => p.path === policy.path)?.[0]
+  const builtIn = Object.entries({ ...builtInRoutes, ...requestLogRoutes }).find(([, p]) => p.path === policy.path)?.[0]
   if (builtIn !== undefined) return builtIn === 'health' ? 'getHealth' : builtIn
   const segments = policy.path.split('/').slice(2)
   const words = segments.map((s) => (s.startsWith('{') ? `By-${s.slice(1, -1)}` : s)).flatMap((s) => s.split('-')).map(capital)
@@ -541,6 +585,8 @@ function summaryOf(policy: RoutePolicy, method: Method): string {
   if (success.kind === 'credential') return 'The credential in use'
   if (success.kind === 'event') return 'Get an event'
   if (success.kind === 'events') return 'List events'
+  if (success.kind === 'requestLogs') return 'List your requests'
+  if (success.kind === 'requestLog') return 'Get one of your requests'
   const webhook = policy.kind === 'facade' ? WEBHOOK_OPERATIONS[policy.path]?.[method] : undefined
   if (webhook !== undefined) return webhook.replace(/([A-Z])/g, ' $1').toLowerCase().replace(/^./, (c) => c.toUpperCase())
   return `${method} ${policy.path}`
@@ -562,6 +608,13 @@ function descriptionOf(policy: RoutePolicy, method: Method): string {
       + ' events may come twice and out of order, so process each `id` once. A page past the end is an empty `data` with the true `total`.')
   }
   if (success.kind === 'event') parts.push('One event your credential sees; an event it may not see is answered as one that does not exist (404 `EVENT_NOT_FOUND`).')
+  if (success.kind === 'requestLogs') {
+    parts.push('The requests made with your credential, newest first, each about a second after its answer: every answer, refusals of a known but expired or suspended credential too.'
+      + ' Filters: `status` (a status such as `404`, a class such as `4xx`, or `errors` for every 4xx and 5xx), `method`, `route` (a template of this reference), `code` (an error code),'
+      + ' `createdAfter` and `createdBefore` (when the request arrived), `idempotencyKey`. To walk many pages, set `createdBefore` to the time of your first page.'
+      + ' Requests to the request log itself are not logged.')
+  }
+  if (success.kind === 'requestLog') parts.push('One of your requests by its `Service-Request-Id`; another credential\'s is answered as one that does not exist (404 `REQUEST_LOG_NOT_FOUND`).')
   if (policy.kind === 'facade' && WEBHOOK_OPERATIONS[policy.path] !== undefined) {
     parts.push('Webhook endpoints belong to the credential that made them; another credential\'s are not found (404 `WEBHOOK_ENDPOINT_NOT_FOUND`).'
       + ' Deliveries are signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`, `webhook-signature`); see the partner guide, "Webhooks".')

@@ -1,5 +1,5 @@
 import { errorCatalog, type ErrorCode } from '../contract/errors.js'
-import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, scopeOf, webhookRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, requestLogRoutes, scopeOf, webhookRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
 // (docs/architecture.md, "Order of checks"). The OpenAPI document, the error pages and the
@@ -17,6 +17,7 @@ const takesBody: Condition = (p, m) => p.body !== 'none' && BODY_METHODS.has(m)
 const isGetProperty = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getProperty.path
 const isGetCredential = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getCredential.path
 const isGetEvent = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === builtInRoutes.getEvent.path
+const isGetRequestLog = (p: RoutePolicy): boolean => p.kind === 'facade' && p.path === requestLogRoutes.getRequestLog.path
 const WEBHOOK_PATHS: ReadonlySet<string> = new Set(Object.values(webhookRoutes).map((p) => p.path))
 /** A route of the webhook endpoints API (their bodies are the gateway's own). */
 const isWebhookRoute = (p: RoutePolicy): boolean => p.kind === 'facade' && WEBHOOK_PATHS.has(p.path)
@@ -71,6 +72,8 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   PROPERTY_NOT_FOUND: (p) => p.scope === 'property' || isGetProperty(p),
   // Events: an id the credential does not see.
   EVENT_NOT_FOUND: (p) => isGetEvent(p) || p.path === webhookRoutes.redeliverEvent.path,
+  // The request log: an id not in the caller's log.
+  REQUEST_LOG_NOT_FOUND: isGetRequestLog,
   // Webhook endpoints: the gateway's own bodies, and endpoints of the credential's own.
   UNKNOWN_BODY_FIELD: (p, m) => isWebhookRoute(p) && takesBody(p, m),
   VALIDATION_FAILED: (p, m) => isWebhookRoute(p) && takesBody(p, m),
@@ -113,6 +116,8 @@ export type Success =
   | { kind: 'webhookDeliveries' }
   | { kind: 'webhookQueued'; schema: 'WebhookTestQueued' | 'WebhookRedeliveryQueued' }
   | { kind: 'noContent' }
+  | { kind: 'requestLog' }
+  | { kind: 'requestLogs' }
   /** A declared route: the service's own JSON, passed on. */
   | { kind: 'service'; status: number }
 
@@ -123,6 +128,8 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
     if (isGetCredential(policy)) return { kind: 'credential' }
     if (isGetEvent(policy)) return { kind: 'event' }
     if (policy.path === builtInRoutes.listEvents.path) return { kind: 'events' }
+    if (isGetRequestLog(policy)) return { kind: 'requestLog' }
+    if (policy.path === requestLogRoutes.listRequestLogs.path) return { kind: 'requestLogs' }
     const w = webhookRoutes
     if (policy.path === w.webhookEndpoints.path) return method === 'POST' ? { kind: 'webhookEndpoint', status: 201, secret: true } : { kind: 'webhookEndpoints' }
     if (policy.path === w.webhookEndpoint.path) return method === 'DELETE' ? { kind: 'noContent' } : { kind: 'webhookEndpoint', status: 200, secret: false }
@@ -141,5 +148,5 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
  */
 export function publicRoutes(declared: readonly RoutePolicy[], eventTypes: readonly string[] = []): RoutePolicy[] {
   return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, eventListPolicy(eventTypes), builtInRoutes.getEvent,
-    ...Object.values(webhookRoutes), ...declared]
+    ...Object.values(webhookRoutes), ...Object.values(requestLogRoutes), ...declared]
 }

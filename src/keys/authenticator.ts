@@ -1,4 +1,4 @@
-import { ApiError, unauthorized } from '../contract/errors.js'
+import { ApiError, unauthorized, type RefusedCredential } from '../contract/errors.js'
 import { compileAllowList, type AddressMatcher } from './addresses.js'
 import { digestKey, keyMode } from './format.js'
 import type { KeyMode, Principal, Scopes } from './principal.js'
@@ -146,12 +146,14 @@ function admit(entry: CachedKey, mode: KeyMode): Principal {
   // (docs/architecture.md, "Test mode").
   if (record.mode !== mode) throw invalidKey()
   const now = Date.now()
-  if (entry.expiresAtMs <= now) throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt as string}.`)
-  // A rolled key's previous secret works until its overlap ends (docs/architecture.md, "Rolling a key").
+  // A refusal of a key the gateway knows joins that key's request log (docs/architecture.md §D57).
   const { previous } = entry
+  const known: RefusedCredential = { id: record.id, mode: record.mode, secret: previous === undefined ? 'current' : 'previous' }
+  if (entry.expiresAtMs <= now) throw unauthorized('API_KEY_EXPIRED', `The API key expired at ${record.expiresAt as string}.`, known)
+  // A rolled key's previous secret works until its overlap ends (docs/architecture.md, "Rolling a key").
   if (previous !== undefined && previous.expiresAtMs <= now) {
-    throw unauthorized('API_KEY_EXPIRED', `The API key was rolled at ${previous.rolledAt}; this secret of it stopped working at ${previous.expiresAt}. Use its new secret.`)
+    throw unauthorized('API_KEY_EXPIRED', `The API key was rolled at ${previous.rolledAt}; this secret of it stopped working at ${previous.expiresAt}. Use its new secret.`, known)
   }
-  if (record.status === 'suspended') throw new ApiError('API_KEY_SUSPENDED', 'The API key is suspended.')
+  if (record.status === 'suspended') throw new ApiError('API_KEY_SUSPENDED', 'The API key is suspended.', { credential: known })
   return entry.principal
 }

@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache'
 import { hash } from 'node:crypto'
 import { Agent } from 'undici'
 import type { IssuerConfig, OAuthConfig } from './config.js'
-import { ApiError, invalidToken } from '../contract/errors.js'
+import { ApiError, invalidToken, type RefusedCredential } from '../contract/errors.js'
 import type { AddressMatcher } from '../keys/addresses.js'
 import { allowedFromOf, scopesOf, type KeyVerifier, type VerifyHooks } from '../keys/authenticator.js'
 import { grantDigest, type GrantRecord } from '../keys/grants.js'
@@ -103,6 +103,11 @@ function scopesClaim(payload: Record<string, unknown>): ReadonlySet<string> {
   return new Set()
 }
 
+/** The registered client a refused token was of, when known (docs/architecture.md §D57). */
+function refusedClient(grant: CachedGrant | undefined): RefusedCredential | undefined {
+  return grant === undefined ? undefined : { id: grant.record.id, mode: grant.record.mode, secret: null }
+}
+
 function intersect(token: ReadonlySet<string>, grant: Scopes): Scopes {
   if (grant === 'all') return token
   const both = new Set<string>()
@@ -172,7 +177,7 @@ export class TokenAuthenticator implements KeyVerifier {
     if (known !== undefined) {
       if (known.expiresAtMs <= Date.now()) {
         this.verified.delete(digest)
-        throw invalidToken('ACCESS_TOKEN_EXPIRED', EXPIRED)
+        throw invalidToken('ACCESS_TOKEN_EXPIRED', EXPIRED, refusedClient(known.grant))
       }
       this.hits += 1
       // A token whose verification is remembered is known to be valid: no look-up of its grant
@@ -198,7 +203,7 @@ export class TokenAuthenticator implements KeyVerifier {
   }
 
   private principalOf(token: VerifiedToken, grant: CachedGrant): Principal {
-    if (grant.record.status === 'suspended') throw new ApiError('CLIENT_SUSPENDED', 'The client of this access token is suspended.')
+    if (grant.record.status === 'suspended') throw new ApiError('CLIENT_SUSPENDED', 'The client of this access token is suspended.', { credential: { id: grant.record.id, mode: grant.record.mode, secret: null } })
     if (token.grant === grant && token.principal !== undefined) return token.principal
     const { record } = grant
     const principal: Principal = {
@@ -250,10 +255,14 @@ export class TokenAuthenticator implements KeyVerifier {
       throw invalid(`The access token is valid for longer than this API accepts: its exp is more than ${this.options.oauth.maxTokenLifetimeSeconds} seconds after its iat.`)
     }
     const expiresAtMs = payload.exp * 1000 + this.toleranceMs
-    if (expiresAtMs <= now) throw invalidToken('ACCESS_TOKEN_EXPIRED', EXPIRED)
-
     // RFC 9068 2.2 names the client in client_id; Keycloak and others in azp; else the subject.
     const client = isText(payload.client_id) ? payload.client_id : isText(payload.azp) ? payload.azp : payload.sub
+    if (expiresAtMs <= now) {
+      // A client this instance holds is known without a look-up: its request log gets the refusal.
+      const held = this.grants.lookup(grantDigest(issuer.config.issuer, client))
+      throw invalidToken('ACCESS_TOKEN_EXPIRED', EXPIRED, refusedClient(held === UNKNOWN ? undefined : held))
+    }
+
     const verified: VerifiedToken = {
       issuer,
       kid: typeof kid === 'string' ? kid : undefined,

@@ -40,6 +40,8 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
     const address = request.ip
     let reserved = false
     const failed = (error: unknown): never => {
+      // A known credential refused still owns the request (its request log shows the refusal).
+      if (error instanceof ApiError && error.credential !== undefined) request.refusedCredential = error.credential
       const refused = error instanceof ApiError && error.status === 401
       if (refused && !reserved) failures.add(address)
       else if (!refused && reserved) failures.release(address)

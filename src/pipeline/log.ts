@@ -5,7 +5,9 @@ import pino, { type Logger } from 'pino'
 import type { Metrics } from '../admin/metrics.js'
 import type { ErrorCode } from '../contract/errors.js'
 import type { UsageRecorder } from '../credentials/usage.js'
-import type { RoutePolicy } from '../routes/policy.js'
+import { entryOf } from '../request-log/entry.js'
+import type { RequestLogWriter } from '../request-log/writer.js'
+import { REQUEST_LOG_PATHS, type RoutePolicy } from '../routes/policy.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 // After every response: one log line (docs/operations.md, "Logs"), the request metrics and,
@@ -87,7 +89,7 @@ function usageRouteOf(policy: RoutePolicy, method: string, portalPath: string | 
   return labels[method] ?? `${method} ${policy.path}`
 }
 
-export function observeStage(logger: Logger, metrics: Metrics | undefined, tracing?: Tracing, usage?: UsageRecorder) {
+export function observeStage(logger: Logger, metrics: Metrics | undefined, tracing?: Tracing, usage?: UsageRecorder, requestLog?: Pick<RequestLogWriter, 'add'>) {
   const destination = (logger as unknown as Record<symbol, { write(line: string): void }>)[pino.symbols.streamSym] as { write(line: string): void }
   return function observe(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
     // Once per request, however it ended (docs/operations.md, "Logs"): the answer finished, or
@@ -136,6 +138,16 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
     if (usage !== undefined && principal !== null) {
       const { policy, portal } = request.routeOptions.config
       if (policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method, portal?.kind === 'session' ? portal.path : undefined), status)
+    }
+    // The credential's request log (docs/architecture.md, "The request log"): its entry kept in
+    // memory for the next write, once a credential was found or a known one refused; never
+    // for the log's own routes, which a partner polling its log would fill.
+    if (requestLog !== undefined && (principal !== null || request.refusedCredential !== null)) {
+      const { policy, portal } = request.routeOptions.config
+      if (policy === undefined || !REQUEST_LOG_PATHS.has(policy.path)) {
+        const entry = entryOf(request, reply, status, policy === undefined ? null : portal?.kind === 'session' ? portal.path : policy.path)
+        if (entry !== null) requestLog.add(entry)
+      }
     }
     // Set only when tracing is on (the request-context stage started it).
     if (request.span !== null) tracing?.endServerSpan(request, reply)

@@ -104,7 +104,7 @@ export function scopeOf(policy: RoutePolicy, method: string): string | undefined
 /** Every scope the routes need, sorted: the scopes a credential can be given. */
 export function knownScopes(declared: readonly RoutePolicy[]): string[] {
   const all = new Set<string>()
-  for (const policy of [...Object.values(builtInRoutes), ...Object.values(webhookRoutes), ...declared]) for (const scope of Object.values(policy.scopes)) all.add(scope)
+  for (const policy of [...Object.values(builtInRoutes), ...Object.values(webhookRoutes), ...Object.values(requestLogRoutes), ...declared]) for (const scope of Object.values(policy.scopes)) all.add(scope)
   return [...all].sort()
 }
 
@@ -304,3 +304,37 @@ export function eventListPolicy(publicTypes: readonly string[]): RoutePolicy {
   if (publicTypes.length === 0) return builtInRoutes.listEvents
   return { ...builtInRoutes.listEvents, query: { ...pageRules, type: { type: 'enum', values: [...publicTypes] }, ...eventFilters } }
 }
+
+/** What a request log's `method` filter takes: every method a route may be called with. */
+export const LOGGED_METHODS = [...METHODS, 'HEAD'] as const
+
+/** The prefix of a request id (`Service-Request-Id`): `req_` and 32 hexadecimal digits. */
+export const REQUEST_ID_PREFIX = 'req_'
+
+// The request log (docs/partners.md, "The request log"): read from Redis, the caller's own
+// entries only; it needs no upstream and no sandbox. Its filters `status` and `route` take
+// values no rule of step 6 can describe (a class, the nearest template): the route's handler
+// checks them (src/request-log/filters.ts). Scope: docs/architecture.md §D56.
+export const requestLogRoutes = {
+  listRequestLogs: {
+    kind: 'facade', path: '/v1/request-logs', methods: ['GET'], scope: 'brand', auth: true,
+    query: {
+      ...pageRules,
+      status: { type: 'string', maxLength: 6 },
+      method: { type: 'enum', values: LOGGED_METHODS },
+      route: { type: 'string', maxLength: 512 },
+      code: { type: 'string', maxLength: 64 },
+      createdAfter: { type: 'timestamp' },
+      createdBefore: { type: 'timestamp' },
+      idempotencyKey: { type: 'string', maxLength: 255 },
+    },
+    pathParams: {}, body: 'none', upstreams: [], scopes: { GET: 'request-logs:read' },
+  },
+  getRequestLog: {
+    kind: 'facade', path: '/v1/request-logs/{requestId}', methods: ['GET'], scope: 'brand', auth: true,
+    query: {}, pathParams: { requestId: { type: 'string' } }, body: 'none', upstreams: [], scopes: { GET: 'request-logs:read' },
+  },
+} as const satisfies Record<string, RoutePolicy>
+
+/** The paths of the request log's own routes: their requests are not logged. */
+export const REQUEST_LOG_PATHS: ReadonlySet<string> = new Set(Object.values(requestLogRoutes).map((p) => p.path))

@@ -43,7 +43,7 @@ async function call(method: string, path: string, credential: string, body?: str
   return answer
 }
 
-const KNOWN = ['events:read', 'guests:read', 'guests:write', 'housekeeping:read', 'properties:read', 'webhooks:read', 'webhooks:write']
+const KNOWN = ['events:read', 'guests:read', 'guests:write', 'housekeeping:read', 'properties:read', 'request-logs:read', 'webhooks:read', 'webhooks:write']
 const guest = generateGuests('acme')[0] as Guest
 
 beforeAll(async () => {

@@ -133,7 +133,7 @@ describe('keys update, on running instances', () => {
   })
 
   it.each([
-    [['--scopes', 'everything'], "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, rooms:read, webhooks:read, webhooks:write)"],
+    [['--scopes', 'everything'], "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, request-logs:read, rooms:read, webhooks:read, webhooks:write)"],
     [['--properties', 'not-a-uuid'], "malformed property UUID 'not-a-uuid'"],
     [['--expires-at', 'tomorrow'], "--expires-at 'tomorrow' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)"],
     [['--rate-limit', '0'], '--rate-limit takes a whole number of requests above 0'],

@@ -36,6 +36,7 @@ export const ERROR_TABLE: Readonly<Record<string, ExpectedError>> = {
   ROUTE_NOT_FOUND: { status: 404, title: 'Not found' },
   PROPERTY_NOT_FOUND: { status: 404, title: 'Property not found' },
   EVENT_NOT_FOUND: { status: 404, title: 'Event not found' },
+  REQUEST_LOG_NOT_FOUND: { status: 404, title: 'Request log entry not found' },
   WEBHOOK_ENDPOINT_NOT_FOUND: { status: 404, title: 'Webhook endpoint not found' },
   WEBHOOK_ENDPOINT_LIMIT_REACHED: { status: 409, title: 'Webhook endpoint limit reached' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },

@@ -90,7 +90,7 @@ describe('npm run keys: clients of access tokens', () => {
     [['--issuer', issuer, '--client-id', 'has space', '--brand', 'acme', '--mode', 'live', '--all-properties'], '--client-id takes 1 to 255 printable characters without spaces'],
     [['--issuer', issuer, '--client-id', 'x', '--brand', 'acme', '--mode', 'live'], 'grant-client needs exactly one of --properties <uuid,...> and --all-properties'],
     [['--issuer', issuer, '--client-id', 'x', '--brand', 'acme', '--mode', 'live', '--all-properties', '--scopes', 'everything'],
-      "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, rooms:read, webhooks:read, webhooks:write)"],
+      "unknown scope 'everything' (known: events:read, guests:read, guests:write, properties:read, request-logs:read, rooms:read, webhooks:read, webhooks:write)"],
     [['--issuer', issuer, '--client-id', 'x', '--brand', 'acme', '--mode', 'live', '--all-properties', '--expires-at', '2030-01-01T00:00:00Z'], 'grant-client takes no --expires-at'],
   ])('refuses grant-client %j with exit 2 and one line', async (flags, message) => {
     const result = await npmKeys(['grant-client', ...flags], oauthEnv)

@@ -30,7 +30,7 @@ import { REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
 const UA = 'proxy-headers-test/1.0'
 
 /** Every scope of the shipped routes and the built-in ones, sorted. */
-const SHIPPED_SCOPES = 'events:read guests:read guests:write properties:read rooms:read webhooks:read webhooks:write'
+const SHIPPED_SCOPES = 'events:read guests:read guests:write properties:read request-logs:read rooms:read webhooks:read webhooks:write'
 
 /** A route of the `open` upstream, which has no tokenHeader (served by the stand-in's guest list). */
 const OPEN_ROUTE = { path: '/v1/notes', methods: ['GET'], scope: 'brand', upstream: 'open', upstreamPath: '/partner/v1/guests', pathParams: {}, query: {} }
@@ -119,7 +119,7 @@ describe('what the service receives', () => {
       const expected = (service: MockService, answer: Answer) => ({
         host: new URL(service.url).host, connection: 'keep-alive', 'user-agent': UA, 'x-request-id': answer.headers['service-request-id'],
         traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/), 'x-service-key-id': id, 'x-service-brand': 'acme', 'x-service-mode': 'live',
-        'x-service-scopes': 'events:read guests:read guests:write notes:read properties:read rooms:read webhooks:read webhooks:write', 'x-forwarded-for': '127.0.0.1', 'accept-encoding': 'identity',
+        'x-service-scopes': 'events:read guests:read guests:write notes:read properties:read request-logs:read rooms:read webhooks:read webhooks:write', 'x-forwarded-for': '127.0.0.1', 'accept-encoding': 'identity',
       })
       const viaOpen = await t.call('GET', '/v1/notes', { key, userAgent: UA })
       expect(viaOpen.statusCode).toBe(200)

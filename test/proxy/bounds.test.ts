@@ -131,7 +131,7 @@ describe('request headers: an allow-list', () => {
         traceparent: expect.stringMatching(new RegExp(`^00-${traceId}-(?!00f067aa0ba902b7)[0-9a-f]{16}-01$`)), tracestate: 'partner=1',
         'x-service-key-id': keyId, 'x-service-brand': 'acme', 'x-service-mode': 'live',
         // A key with every scope: every scope the routes know (the shipped ones and FILE_ROUTE's).
-        'x-service-scopes': 'events:read files:read files:write guests:read guests:write properties:read rooms:read webhooks:read webhooks:write',
+        'x-service-scopes': 'events:read files:read files:write guests:read guests:write properties:read request-logs:read rooms:read webhooks:read webhooks:write',
         'x-forwarded-for': '127.0.0.1', 'accept-encoding': 'identity',
       },
     })

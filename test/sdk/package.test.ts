@@ -34,6 +34,8 @@ const CALLS: Record<string, string> = {
   testWebhookEndpoint: 'webhookEndpoints.test',
   listWebhookEndpointDeliveries: 'webhookEndpoints.deliveries',
   redeliverEvent: 'webhookEndpoints.redeliver',
+  listRequestLogs: 'requestLogs.list',
+  getRequestLog: 'requestLogs.get',
 }
 
 describe('the client package', () => {

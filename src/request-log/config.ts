@@ -1,0 +1,18 @@
+import { z } from 'zod'
+import { positiveInt } from '../config/fields.js'
+
+// The request log's section of the configuration (docs/architecture.md, "Configuration";
+// docs/operations.md, "The request log").
+
+export const requestLogFileFields = {
+  requestLog: z.strictObject({
+    enabled: z.boolean().default(true)
+      .describe('Keep an entry per request of each credential, which the partner reads at `GET /v1/request-logs`; false: nothing is kept and the routes answer 404'),
+    flushMs: positiveInt.min(50).max(60_000).default(1000)
+      .describe('How often each instance writes the entries it holds to Redis (also every 500 entries, and at graceful shutdown); an entry appears within this plus a second'),
+    bufferMax: positiveInt.max(1_000_000).default(10_000)
+      .describe('Entries an instance holds before writing them; beyond it, and while Redis is away, new entries are dropped and counted'),
+    retentionDays: positiveInt.max(30).default(7).describe('How long an entry is kept'),
+    maxPerCredential: positiveInt.max(1_000_000).default(50_000).describe('Entries kept per credential and mode: the oldest go first'),
+  }).prefault({}).describe('The request log: what each credential\'s requests were, for the partner and operators'),
+}

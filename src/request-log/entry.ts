@@ -1,0 +1,117 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+
+// One entry of the request log (docs/partners.md, "The request log"): made after the answer
+// from what the request already knows (its route's policy, the problem's code, the cache's
+// outcome, the idempotency record's, the trace), never from a body, a query value or a header
+// other than User-Agent, Idempotency-Key and the trace id of traceparent. Nothing of a secret
+// is in it: a credential is named by its id.
+
+export interface RequestLogEntry {
+  id: string
+  at: string
+  credentialId: string
+  secret: 'current' | 'previous' | null
+  mode: 'live' | 'test'
+  method: string
+  route: string | null
+  path: string
+  queryParameters: string[]
+  status: number
+  code: string | null
+  durationMs: number
+  cache: 'hit' | 'miss' | 'stale' | null
+  idempotencyKey: string | null
+  replayed: boolean
+  clientIp: string | null
+  userAgent: string | null
+  traceId: string | null
+}
+
+/** The fields of an entry in their documented order (the CSV export's columns). */
+export const ENTRY_FIELDS = [
+  'id', 'at', 'credentialId', 'secret', 'mode', 'method', 'route', 'path', 'queryParameters', 'status', 'code', 'durationMs', 'cache',
+  'idempotencyKey', 'replayed', 'clientIp', 'userAgent', 'traceId',
+] as const satisfies readonly (keyof RequestLogEntry)[]
+
+export const MAX_PATH = 512
+export const MAX_USER_AGENT = 200
+/** A parameter's name is kept to this length, and at most this many names: what a partner needs to recognise its call. */
+export const MAX_PARAMETER_NAME = 100
+export const MAX_PARAMETERS = 50
+
+const CACHE_RESULTS: ReadonlySet<string> = new Set(['hit', 'miss', 'stale'])
+
+/** The request's path without its query, as sent, cut at MAX_PATH characters. */
+export function pathOf(url: string): string {
+  const query = url.indexOf('?')
+  const path = query === -1 ? url : url.slice(0, query)
+  return path.length > MAX_PATH ? path.slice(0, MAX_PATH) : path
+}
+
+/** The names of the query's parameters in the order sent, each once, never a value. */
+export function queryNamesOf(url: string): string[] {
+  const query = url.indexOf('?')
+  if (query === -1 || query === url.length - 1) return []
+  const names: string[] = []
+  for (const pair of url.slice(query + 1).split('&')) {
+    if (names.length >= MAX_PARAMETERS) break
+    const equals = pair.indexOf('=')
+    const raw = (equals === -1 ? pair : pair.slice(0, equals)).replaceAll('+', ' ')
+    if (raw === '') continue
+    let name: string
+    try {
+      name = decodeURIComponent(raw)
+    } catch {
+      name = raw
+    }
+    if (name.length > MAX_PARAMETER_NAME) name = name.slice(0, MAX_PARAMETER_NAME)
+    if (!names.includes(name)) names.push(name)
+  }
+  return names
+}
+
+/** Time in ms rounded to one decimal. */
+export function tenths(ms: number): number {
+  return Math.round(ms * 10) / 10
+}
+
+/** Who made the request: its credential, found or refused as known; null when it belongs to nobody. */
+export function ownerOf(request: FastifyRequest): { id: string; mode: 'live' | 'test'; secret: RequestLogEntry['secret'] } | null {
+  const { principal } = request
+  if (principal !== null) {
+    return { id: principal.keyId, mode: principal.mode, secret: principal.kind === 'apiKey' ? (principal.previousSecret === true ? 'previous' : 'current') : null }
+  }
+  return request.refusedCredential
+}
+
+/**
+ * The entry of an answered request of `status` on the route `route` (its template, or null),
+ * or null when no credential owns it.
+ */
+export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now()): RequestLogEntry | null {
+  const owner = ownerOf(request)
+  if (owner === null) return null
+  const elapsed = reply.elapsedTime
+  const userAgent = request.headers['user-agent']
+  const cache = request.cacheResult
+  return {
+    id: request.id,
+    at: new Date(now - elapsed).toISOString(),
+    credentialId: owner.id,
+    secret: owner.secret,
+    mode: owner.mode,
+    method: request.method,
+    route,
+    path: pathOf(request.url),
+    queryParameters: queryNamesOf(request.url),
+    status,
+    code: request.errorCode,
+    durationMs: tenths(elapsed),
+    cache: cache !== null && CACHE_RESULTS.has(cache) ? cache as RequestLogEntry['cache'] : null,
+    idempotencyKey: request.idempotencyKey,
+    replayed: request.idempotency === 'replayed',
+    clientIp: request.ip ?? null,
+    userAgent: typeof userAgent === 'string' ? userAgent.slice(0, MAX_USER_AGENT) : null,
+    traceId: request.trace?.traceId ?? null,
+  }
+}

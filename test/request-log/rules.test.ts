@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest'
+import { createLogger } from '../../src/logger.js'
+import { Writable } from 'node:stream'
+import { ApiError } from '../../src/contract/errors.js'
+import { pathOf, queryNamesOf, tenths, type RequestLogEntry } from '../../src/request-log/entry.js'
+import { distance, filtersOf, indexLine, matchLine, nearest } from '../../src/request-log/filters.js'
+import { BATCH, RequestLogWriter } from '../../src/request-log/writer.js'
+
+// The request log's rules without a gateway (docs/architecture.md, "The request log"): what an
+// entry keeps of a URL, the filters and the index lines they read, and the writer's bounds.
+
+const ROUTES = ['/v1/properties', '/v1/properties/{propertyId}', '/v1/events']
+
+function entry(id: string, fields: Partial<RequestLogEntry> = {}): RequestLogEntry {
+  return {
+    id, at: '2026-11-28T09:14:03.512Z', credentialId: 'key_a', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
+    queryParameters: [], status: 200, code: null, durationMs: 1, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: null, traceId: null, ...fields,
+  }
+}
+
+function quietLogger() {
+  const lines: string[] = []
+  const logger = createLogger({ level: 'info', destination: new Writable({ write(chunk: Buffer, _e, done) { lines.push(chunk.toString()); done() } }) })
+  return { logger, lines }
+}
+
+describe('what an entry keeps of the URL', () => {
+  it('keeps the path without its query, cut at 512 characters', () => {
+    expect(pathOf('/v1/properties?page=2')).toBe('/v1/properties')
+    expect(pathOf('/v1/properties')).toBe('/v1/properties')
+    expect(pathOf(`/v1/${'a'.repeat(600)}?x=1`)).toBe(`/v1/${'a'.repeat(508)}`)
+    expect(pathOf(`/v1/${'a'.repeat(508)}`)).toHaveLength(512)
+  })
+
+  it('keeps the names of the parameters in the order sent, once each, decoded, never a value', () => {
+    expect(queryNamesOf('/v1/properties')).toEqual([])
+    expect(queryNamesOf('/v1/properties?')).toEqual([])
+    expect(queryNamesOf('/v1/properties?perPage=2&page=1&perPage=3&flag&=novalue&a+b=1&c%20d=2&%E0%A4%A=x')).toEqual(['perPage', 'page', 'flag', 'a b', 'c d', '%E0%A4%A'])
+    expect(queryNamesOf(`/v1/x?${'n'.repeat(150)}=1`)).toEqual(['n'.repeat(100)])
+    const many = Array.from({ length: 60 }, (_, i) => `p${i}=1`).join('&')
+    expect(queryNamesOf(`/v1/x?${many}`)).toEqual(Array.from({ length: 50 }, (_, i) => `p${i}`))
+  })
+
+  it('rounds a duration to a tenth of a millisecond', () => {
+    expect([tenths(3.44), tenths(3.45), tenths(0.04), tenths(12)]).toEqual([3.4, 3.5, 0, 12])
+  })
+})
+
+describe('the filters', () => {
+  const page = { page: 1, perPage: 20 }
+  const refusal = (query: Record<string, unknown>) => {
+    try {
+      filtersOf({ ...page, ...query }, ROUTES)
+    } catch (error) {
+      return error instanceof ApiError ? [error.code, error.detail, error.errors] : error
+    }
+    return undefined
+  }
+
+  it('reads a status, a class or errors, a route of the table, a code of the catalog, and passes the rest on', () => {
+    expect(filtersOf({ ...page, status: '404' }, ROUTES)).toEqual({ status: { kind: 'exact', status: 404 } })
+    expect(filtersOf({ ...page, status: '5xx' }, ROUTES)).toEqual({ status: { kind: 'class', first: 5 } })
+    expect(filtersOf({ ...page, status: 'errors' }, ROUTES)).toEqual({ status: { kind: 'errors' } })
+    expect(filtersOf({ ...page, route: '/v1/events', code: 'RATE_LIMITED', method: 'POST', idempotencyKey: 'k', createdAfter: 5, createdBefore: 9 }, ROUTES))
+      .toEqual({ route: '/v1/events', code: 'RATE_LIMITED', method: 'POST', idempotencyKey: 'k', createdAfter: 5, createdBefore: 9 })
+    expect(filtersOf(page, ROUTES)).toEqual({})
+  })
+
+  it('refuses every bad value at once, each with its field error', () => {
+    const statusError = { field: 'status', code: 'INVALID_FORMAT', detail: "Must be a status such as 404, a class such as 4xx, or 'errors' (every 4xx and 5xx)." }
+    for (const status of ['4x', '600', '40', '4XX', 'error', '0xx', '6xx', ' 404']) expect(refusal({ status })).toEqual(['INVALID_QUERY_PARAMETER', "Invalid query parameter 'status'.", [statusError]])
+    expect(refusal({ status: 'x', route: '/v1/event', code: 'toString' })).toEqual(['INVALID_QUERY_PARAMETER', "Invalid query parameters 'status', 'route', 'code'.", [
+      statusError,
+      { field: 'route', code: 'INVALID_ENUM_VALUE', detail: "Must be a route template as the API reference writes it, such as '/v1/properties/{propertyId}'; did you mean '/v1/events'?" },
+      { field: 'code', code: 'INVALID_ENUM_VALUE', detail: "'toString' is not a code of the API's errors, such as PROPERTY_NOT_FOUND; the API reference lists them." },
+    ]])
+    expect(() => filtersOf({ ...page, route: '/v1/x' }, [])).toThrow(ApiError)
+    expect(refusal({ route: '/v1/x' })).toBeDefined()
+  })
+
+  it('suggests the nearest template by edit distance', () => {
+    expect([distance('', 'abc'), distance('abc', ''), distance('kitten', 'sitting'), distance('same', 'same'), distance('ab', 'ba')]).toEqual([3, 3, 3, 0, 2])
+    expect(nearest('/v1/properties/{propertyid}', ROUTES)).toBe('/v1/properties/{propertyId}')
+    expect(nearest('/v1/propertie', ROUTES)).toBe('/v1/properties')
+    expect(nearest('/v1/x', [])).toBeUndefined()
+  })
+
+  it('matches index lines by each filter, nulls written as - and no key as nothing', () => {
+    const line = indexLine(entry('req_1', { status: 404, method: 'POST', code: 'PROPERTY_NOT_FOUND', route: '/v1/properties', idempotencyKey: 'k-1' }))
+    expect(line).toBe('req_1 404 POST PROPERTY_NOT_FOUND /v1/properties k-1')
+    const plain = indexLine(entry('req_2'))
+    expect(plain).toBe('req_2 200 GET - /v1/properties ')
+    expect(indexLine(entry('req_3', { route: null }))).toBe('req_3 200 GET - - ')
+    expect(matchLine(line, {})).toBe('req_1')
+    expect(matchLine(line, { status: { kind: 'exact', status: 404 } })).toBe('req_1')
+    expect(matchLine(line, { status: { kind: 'exact', status: 400 } })).toBeUndefined()
+    expect(matchLine(line, { status: { kind: 'class', first: 4 } })).toBe('req_1')
+    expect(matchLine(line, { status: { kind: 'class', first: 5 } })).toBeUndefined()
+    expect(matchLine(line, { status: { kind: 'errors' } })).toBe('req_1')
+    expect(matchLine(plain, { status: { kind: 'errors' } })).toBeUndefined()
+    expect(matchLine(indexLine(entry('req_4', { status: 399 })), { status: { kind: 'errors' } })).toBeUndefined()
+    expect(matchLine(indexLine(entry('req_5', { status: 400 })), { status: { kind: 'errors' } })).toBe('req_5')
+    expect(matchLine(line, { method: 'POST' })).toBe('req_1')
+    expect(matchLine(line, { method: 'GET' })).toBeUndefined()
+    expect(matchLine(line, { code: 'PROPERTY_NOT_FOUND' })).toBe('req_1')
+    expect(matchLine(line, { code: 'RATE_LIMITED' })).toBeUndefined()
+    expect(matchLine(line, { route: '/v1/properties' })).toBe('req_1')
+    expect(matchLine(line, { route: '/v1/events' })).toBeUndefined()
+    expect(matchLine(line, { idempotencyKey: 'k-1' })).toBe('req_1')
+    expect(matchLine(line, { idempotencyKey: 'k-2' })).toBeUndefined()
+    expect(matchLine(plain, { idempotencyKey: '-' })).toBeUndefined()
+    expect(matchLine('req_1 404 POST', {})).toBeUndefined()
+  })
+})
+
+describe('the writer', () => {
+  it('writes on the timer and at close, and drops what comes beyond bufferMax', async () => {
+    const written: string[][] = []
+    const dropped: [string, number][] = []
+    const { logger } = quietLogger()
+    const writer = new RequestLogWriter({ write: async (batch) => { written.push(batch.map((e) => e.id)) } }, { flushMs: 60_000, bufferMax: 2, logger, onDropped: (reason, n) => dropped.push([reason, n]) })
+    for (const id of ['a', 'b', 'c']) writer.add(entry(id))
+    expect([writer.size, dropped, writer.dropped]).toEqual([2, [['buffer_full', 1]], { buffer_full: 1, redis: 0 }])
+    await writer.close()
+    expect([written, writer.size, writer.written, writer.lastFlushAt !== null]).toEqual([[['a', 'b']], 0, 2, true])
+    await writer.flush()
+    expect(written).toEqual([['a', 'b']])
+  })
+
+  it('writes as soon as a batch waits, in batches of 500', async () => {
+    const sizes: number[] = []
+    const { logger } = quietLogger()
+    const writer = new RequestLogWriter({ write: async (batch) => { sizes.push(batch.length) } }, { flushMs: 60_000, bufferMax: 10_000, logger })
+    for (let i = 0; i < BATCH - 1; i += 1) writer.add(entry(`r${i}`))
+    expect(sizes).toEqual([])
+    writer.add(entry('last'))
+    await writer.flush()
+    expect(sizes).toEqual([500])
+    for (let i = 0; i < 1200; i += 1) (writer as unknown as { buffer: RequestLogEntry[] }).buffer.push(entry(`s${i}`))
+    await writer.flush()
+    expect(sizes).toEqual([500, 500, 500, 200])
+  })
+
+  it('drops and counts a batch Redis refuses, and entries while Redis is away; says so once, then again when it writes', async () => {
+    let fail = true
+    let up = true
+    const dropped: [string, number][] = []
+    const { logger, lines } = quietLogger()
+    const writer = new RequestLogWriter({
+      write: async () => { if (fail) throw Object.assign(new Error('Connection is closed.'), { command: { args: ['SECRET-ARGS'] } }) },
+    }, { flushMs: 60_000, bufferMax: 100, logger, available: () => up, onDropped: (reason, n) => dropped.push([reason, n]) })
+    writer.add(entry('a'))
+    writer.add(entry('b'))
+    await writer.flush()
+    writer.add(entry('c'))
+    await writer.flush()
+    up = false
+    writer.add(entry('d'))
+    expect(dropped).toEqual([['redis', 2], ['redis', 1], ['redis', 1]])
+    expect(writer.size).toBe(0)
+    up = true
+    fail = false
+    writer.add(entry('e'))
+    await writer.flush()
+    const said = lines.map((l) => JSON.parse(l) as { msg: string; error?: string })
+    expect(said.map((l) => [l.msg, l.error])).toEqual([
+      ['request log entries could not be written to Redis; they are dropped (gateway_request_log_dropped_total) until it answers', 'Connection is closed.'],
+      ['request log entries are written to Redis again', undefined],
+    ])
+    expect(lines.join('')).not.toContain('SECRET-ARGS')
+  })
+})
