@@ -64,7 +64,7 @@ describe('the mutation summary', () => {
 
   it('mutates every module that holds contract rules, the idempotency code, the event log and the partner client included', async () => {
     expect(modulesOf(await mutatePatterns())).toEqual([
-      'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src', 'src/credentials', 'src/events', 'src/webhooks', 'src/portal',
+      'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src', 'src/credentials', 'src/events', 'src/webhooks', 'src/portal', 'src/lifecycle',
     ])
     expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts'])
   })
