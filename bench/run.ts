@@ -1,8 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { randomUUID, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { createHash, randomUUID, randomBytes } from 'node:crypto'
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, freemem, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Writable } from 'node:stream'
 import { parseArgs } from 'node:util'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
@@ -43,6 +44,12 @@ const { values: flags } = parseArgs({
     // A checkout of the gateway before a change, built (its dist/ and node_modules/): the
     // rows that compare the gateway with itself before it (the usage-counting row).
     baseline: { type: 'string' },
+    // `deployed` (the default): each gateway as it runs in production, NODE_ENV=production,
+    // the shipped config/default.json under the row's settings, and its log lines written to a
+    // pipe that another process drains into a file, as a container's log is read. `previous`:
+    // the measure before that (the bench's own config, the log to /dev/null), kept so that a
+    // run of each shows what the change of measure moves.
+    measure: { type: 'string' },
   },
 })
 const QUICK = flags.quick === true
@@ -60,6 +67,9 @@ const PROFILE_INTERVAL_US = 200
 /** `--only a|b`: the rows whose name holds any of them. */
 const ONLY = flags.only?.toLowerCase().split('|').filter((o) => o !== '')
 const BASELINE = flags.baseline
+const MEASURE = flags.measure ?? 'deployed'
+if (MEASURE !== 'deployed' && MEASURE !== 'previous') throw new Error('--measure is deployed or previous')
+const DEPLOYED = MEASURE === 'deployed'
 const GATEWAY_NODE_OPTIONS = (flags['node-options'] ?? '').split(/\s+/).filter((o) => o !== '')
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PMS_TOKEN = 'bench-pms-token'
@@ -95,7 +105,7 @@ function rss(pid: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
 }
 
-interface StartOptions { stdin?: string; stdout?: 'pipe' | 'ignore'; nodeOptions?: string[] }
+interface StartOptions { stdin?: string; stdout?: 'pipe' | 'ignore' | Writable; nodeOptions?: string[] }
 
 function startProcess(script: string, env: Record<string, string>, options: StartOptions = {}): ChildProcess {
   const { stdin, stdout = 'pipe', nodeOptions = [] } = options
@@ -103,6 +113,28 @@ function startProcess(script: string, env: Record<string, string>, options: Star
   if (stdin !== undefined) child.stdin?.end(stdin)
   children.push(child)
   return child
+}
+
+/** What the shipped config needs beside it in production (its Secret's tokens): each a bench value. */
+const SHIPPED_ENV: Record<string, string> = {
+  NODE_ENV: 'production', PMS_SANDBOX_TOKEN: `${PMS_TOKEN}-sandbox`, ADMIN_TOKEN: 'bench-admin-token-of-at-least-32-characters',
+  UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN, UPSTREAM_BOOKINGS_SANDBOX_TOKEN: `${SERVICE_TOKEN}-sandbox`,
+  EVENTS_PMS_TOKEN: 'bench-pms-publisher-token', EVENTS_PMS_SANDBOX_TOKEN: 'bench-pms-sandbox-publisher-token',
+  EVENTS_BOOKINGS_TOKEN: 'bench-bookings-publisher-token', EVENTS_BOOKINGS_SANDBOX_TOKEN: 'bench-bookings-sandbox-publisher-token',
+}
+
+/**
+ * Where a server's log lines go: under the deployed measure, a pipe that a process of its own
+ * (`cat`) drains into a file of the run's folder, as a container runtime reads a container's
+ * stdout; under the previous one, /dev/null. The drain's CPU is not the server's.
+ */
+function logSink(name: string): Writable | 'ignore' {
+  if (!DEPLOYED) return 'ignore'
+  const file = openSync(join(dir, `${name}.log`), 'w')
+  const drain = spawn('cat', [], { stdio: ['pipe', file, 'inherit'] })
+  closeSync(file)
+  children.push(drain)
+  return drain.stdin as Writable
 }
 
 /** A process that prints {"port": n} once listening. */
@@ -139,6 +171,7 @@ interface Server {
 async function startGateway(name: string, pmsUrl: string, overrides: Record<string, unknown>, env: Record<string, string> = {}, script = 'dist/src/server.js'): Promise<Server> {
   const configFile = join(dir, `${name}.json`)
   writeFileSync(configFile, JSON.stringify({
+    ...(DEPLOYED ? JSON.parse(readFileSync('config/default.json', 'utf8')) as Record<string, unknown> : {}),
     docsUrl: 'https://developer.example.com',
     brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['127.0.0.1', 'localhost'] }],
     rateLimit: { enabled: true, limit: 1000, windowSeconds: 60 },
@@ -154,10 +187,10 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   const inspectPort = await freePort()
   const child = startProcess(script, {
     PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: PREFIX,
-    PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', WEBHOOKS_SECRET_KEY, ...env,
-  // One log line per request, as in production, written to /dev/null: the driver must not
-  // spend its CPU reading them.
-  }, { stdout: 'ignore', nodeOptions: [...GATEWAY_NODE_OPTIONS, `--inspect-port=127.0.0.1:${inspectPort}`] })
+    PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', WEBHOOKS_SECRET_KEY, ...(DEPLOYED ? SHIPPED_ENV : {}), ...env,
+  // One log line per request, as in production, to a drained pipe (or /dev/null): never read
+  // by this process, whose CPU the load generator shares.
+  }, { stdout: logSink(name), nodeOptions: [...GATEWAY_NODE_OPTIONS, `--inspect-port=127.0.0.1:${inspectPort}`] })
   const url = `http://127.0.0.1:${port}`
   await waitFor(`${url}/v1/health`)
   return { url, pid: child.pid as number, inspectPort, adminUrl: `http://127.0.0.1:${adminPort}` }
@@ -277,10 +310,11 @@ function baseOf(server: Server, call: Call): string {
  * A reference: `fastify` (bare Fastify 5 answering with the bytes the gateway sent: the floor
  * for an answer the gateway gives itself), `node:http` (the same with bare node:http), `pms`
  * (the stand-in PMS called directly), `proxy` (bare Fastify with @fastify/http-proxy in front
- * of the stand-in service), or `gateway` (another gateway configuration: the tracing rows
+ * of the stand-in service), `peer` (the same job built the obvious way, peer-stack.ts: the
+ * cached GET's second target), or `gateway` (another gateway configuration: the tracing rows
  * against the gateway without tracing).
  */
-type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string; call?: Call; name?: string }
+type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'peer' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string; call?: Call; name?: string }
 
 /** One row: a gateway configuration and a request to it, the answer it must give, its references (the first is the target's). */
 interface Scenario {
@@ -324,7 +358,7 @@ interface Row {
 
 interface Soak { scenario: string; seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number; cpuUs: number; answers: number }
 
-const REFERENCE_NAMES = { fastify: 'Fastify', node: 'node:http', pms: 'PMS direct', proxy: '@fastify/http-proxy', gateway: 'gateway, tracing off' } as const
+const REFERENCE_NAMES = { fastify: 'Fastify', node: 'node:http', peer: 'the obvious stack', pms: 'PMS direct', proxy: '@fastify/http-proxy', gateway: 'gateway, tracing off' } as const
 const KEY_ROW = 'GET /v1/properties/{id}, cache hit, rate limiter on'
 const IDEMPOTENCY_ROWS = {
   plain: 'POST /v1/guests, declared route, no Idempotency-Key',
@@ -508,7 +542,8 @@ async function main(): Promise<void> {
   const pmsSingle: Reference[] = [{ kind: 'pms', call: { path: `/internal/v3/hotels/${id}`, headers: pmsHeaders } }, { kind: 'fastify' }]
   const allScenarios: Scenario[] = [
     { name: 'GET /v1/health', gateway: 'cached', call: { path: '/v1/health', headers: {} }, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT },
-    { name: KEY_ROW, gateway: 'cached', call: single, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT, soak: true },
+    // Against the obvious stack too (peer-stack.ts), with the same key: its second target.
+    { name: KEY_ROW, gateway: 'cached', call: single, status: 200, references: [...replay, { kind: 'peer' }], connections: CONNECTIONS, amount: AMOUNT, soak: true },
     // The same request with an access token whose verification the gateway remembers: its CPU
     // per answer is to stay within 10 % of the API-key row's, in the same run.
     { name: TOKEN_ROW, gateway: 'cached', call: { path: single.path, headers: tokenAuth }, status: 200, references: replay, connections: CONNECTIONS, amount: AMOUNT },
@@ -614,7 +649,7 @@ async function main(): Promise<void> {
   if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
 
   // What the bare references (Fastify, node:http) answer: the gateway's own bytes for each request.
-  const replays = (s: Scenario): boolean => s.references.some((r) => r.kind === 'fastify' || r.kind === 'node')
+  const replays = (s: Scenario): boolean => s.references.some((r) => r.kind === 'fastify' || r.kind === 'node' || r.kind === 'peer')
   const routes: Record<string, { status: number; headers: Record<string, string>; body: string }> = {}
   for (const s of scenarios) {
     const server = await gateway(s.gateway)
@@ -638,6 +673,15 @@ async function main(): Promise<void> {
       const child = startProcess(script, {}, { stdin: JSON.stringify(routes) })
       bare.set(kind, { url: `http://127.0.0.1:${await portOf(child)}`, pid: child.pid as number })
     }
+  }
+  let peer: Server | undefined
+  if (scenarios.some((s) => s.references.some((r) => r.kind === 'peer'))) {
+    // The peer finds the bench key's record where it keeps keys (its own shape, in Redis).
+    await redis.set(`${PREFIX}peer:key:${createHash('sha256').update(key).digest('hex')}`, JSON.stringify({ brand: 'acme', rateLimit: 2_000_000_000 }))
+    const port = await freePort()
+    const child = startProcess('dist/bench/peer-stack.js', { PEER_PORT: String(port), PEER_REDIS_URL: REDIS_URL, PEER_PREFIX: PREFIX, NODE_ENV: 'production' }, { stdin: JSON.stringify(routes), stdout: logSink('peer') })
+    peer = { url: `http://127.0.0.1:${port}`, pid: child.pid as number }
+    await waitFor(`${peer.url}/v1/health`)
   }
   let proxyServer: Server | undefined
   if (scenarios.some((s) => s.references.some((r) => r.kind === 'proxy'))) {
@@ -671,7 +715,7 @@ async function main(): Promise<void> {
         references.push({ url: `${pmsUrl}${ref.call.path}`, headers: ref.call.headers, pid: pms.pid as number })
         continue
       }
-      const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'gateway' ? await gateway(ref.gateway) : bare.get(ref.kind)) as Server
+      const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'peer' ? peer : ref.kind === 'gateway' ? await gateway(ref.gateway) : bare.get(ref.kind)) as Server
       // A gateway reference may send its own request (another key: the allowed-addresses row).
       const call = ref.kind === 'gateway' && ref.call !== undefined ? ref.call : s.call
       references.push({ url: `${base.url}${call.path}`, headers: call.headers, pid: base.pid, ...sendOf(call) })
@@ -769,7 +813,7 @@ async function main(): Promise<void> {
   const credentialsCost = benchCredentials(QUICK ? 300_000 : 1_000_000)
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
   report({
-    machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, baseline: BASELINE, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
+    machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, baseline: BASELINE, measure: MEASURE, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
     auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory, eventsPage,
   })
   await redis.quit()
@@ -961,6 +1005,8 @@ interface Results {
   only: string | undefined
   /** The checkout the rows against the gateway before ran (--baseline). */
   baseline: string | undefined
+  /** `deployed` or `previous` (--measure). */
+  measure: string
   clockTicks: number
   rows: Row[]
   calibration: Calibration | undefined
@@ -989,6 +1035,16 @@ function tokenAgainstKey(rows: Row[]): string[] {
   const more = ((token.gateway.cpuUs - key.gateway.cpuUs) / key.gateway.cpuUs) * 100
   return ['', `Access token remembered against API key, same gateway, same run: ${token.gateway.cpuUs.toFixed(1)} µs against ${key.gateway.cpuUs.toFixed(1)} µs of CPU per answer `
     + `(${more >= 0 ? '+' : ''}${more.toFixed(1)} %; target at most 10 % more: ${more <= 10 ? 'held' : 'missed'}).`]
+}
+
+/** The cached GET against the same job built the obvious way (peer-stack.ts): at most 0.65× its CPU. */
+function againstPeer(rows: Row[]): string[] {
+  const row = rows.find((r) => r.scenario === KEY_ROW)
+  const peer = row?.references.find((c) => c.reference === REFERENCE_NAMES.peer)
+  if (row === undefined || peer === undefined) return []
+  const times = row.gateway.cpuUs / peer.measure.cpuUs
+  return ['', `${KEY_ROW} against the obvious stack (Fastify with its logger, @fastify/rate-limit on Redis, a key check with lru-cache in front of Redis, the answer from lru-cache), same run: `
+    + `${row.gateway.cpuUs.toFixed(1)} µs against ${peer.measure.cpuUs.toFixed(1)} µs of CPU per answer (${times.toFixed(2)}×; target at most 0.65×: ${times <= 0.65 ? 'held' : 'missed'}).`]
 }
 
 /** The two rows of credentials over their life against their references: the 5 % targets. */
@@ -1038,7 +1094,10 @@ function report(results: Results): void {
   const lines = [
     `Measured ${String(machine.date).slice(0, 10)} on ${String(machine.cpus)} × ${String(machine.cpu)} (${String(machine.memoryGiB)} GiB), Node ${String(machine.node)}; `
       + `median of ${results.rounds} alternating rounds of the row's number of requests per side. `
-      + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. Gateway logging at info, one line per request.`
+      + `Gateway Node options: ${results.gatewayNodeOptions.length === 0 ? 'none' : `\`${results.gatewayNodeOptions.join(' ')}\``}. `
+      + (results.measure === 'deployed'
+        ? 'Measured as deployed: NODE_ENV=production, config/default.json under each row\'s settings, logging at info, one line per request, to a pipe that another process drains into a file.'
+        : 'The previous measure: the bench\'s own config, logging at info, one line per request, to /dev/null.')
       + (results.only === undefined ? '' : ` Rows matching "${results.only}" only.`)
       + (results.baseline === undefined ? '' : ` "The gateway before" runs the build at ${results.baseline}.`),
     '',
@@ -1067,6 +1126,7 @@ function report(results: Results): void {
     '',
     `Authentication on a key-cache hit: ${(results.auth.verifyHitNs / 1000).toFixed(2)} µs per request (SHA-256 of the key alone: ${(results.auth.sha256Ns / 1000).toFixed(2)} µs); `
       + `of a remembered access token: ${(results.auth.tokenHitNs / 1000).toFixed(2)} µs (SHA-256 of the token alone: ${(results.auth.tokenSha256Ns / 1000).toFixed(2)} µs).`,
+    ...againstPeer(results.rows),
     ...tokenAgainstKey(results.rows),
     ...credentialTargets(results.rows),
     '',

@@ -35,7 +35,8 @@ function cachedGet(i: number): { request: FastifyRequest; reply: FastifyReply } 
   const raw = { headers }
   const request = {
     id: `req_${i.toString(16).padStart(32, '0')}`, raw, headers, method: 'GET', url: '/v1/properties/3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10',
-    protocol: 'http', hostname: 'api.acme-hotels.example', ip: '127.0.0.1',
+    // `host` as Fastify gives it (the Host header): a traced span of a brand's request names it.
+    protocol: 'http', host: 'api.acme-hotels.example', hostname: 'api.acme-hotels.example', ip: '127.0.0.1',
     routeUrl: '/v1/properties/:propertyId', routeOptions: { config: { policy: { path: '/v1/properties/{propertyId}' } } },
     trace: null, span: null, correlationId: null, principal: { keyId: 'key_0123456789abcdef' }, brand: { id: 'acme' },
     errorCode: null, upstreamName: null, upstreamStatus: null, upstreamMs: null, cacheResult: 'hit',

@@ -1,8 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { toApiError } from '../contract/error-handler.js'
 import { ApiError } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
 import { pathOf, PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problem.js'
+import { clientErrorHandler } from '../http/client-errors.js'
 import { generateRequestId } from '../http/request-context.js'
 import type { Metrics } from './metrics.js'
 import { statusReport, type StatusSources } from './status.js'
@@ -12,7 +14,10 @@ import { statusReport, type StatusSources } from './status.js'
 // set, both need `Authorization: Bearer <ADMIN_TOKEN>`. `/livez` needs none: an orchestrator's
 // liveness probe carries no token, and it tells nothing but that the process answers. Its
 // refusals are problem+json like the public port's, with a Service-Request-Id
-// (docs/architecture.md §D18).
+// (docs/architecture.md §D18). With the token set, a request without it gets the same 401
+// whatever it asks for: a known route, an unknown one, a path Fastify's router refuses before
+// any hook runs (a malformed percent-escape, an over-long parameter) or a method a route does
+// not take, so that nothing tells it which routes exist (docs/architecture.md §D67).
 
 const LIVENESS_PATH = '/livez'
 const ADMIN_CHALLENGE = 'Bearer realm="admin"'
@@ -50,22 +55,42 @@ function digest(value: string): Buffer {
 }
 
 export async function buildAdmin(metrics: Metrics, sources: StatusSources, options: AdminOptions): Promise<FastifyInstance> {
-  const admin = Fastify({ logger: false, genReqId: generateRequestId })
+  const token = options.token
+  const expected = token === undefined ? undefined : digest(`Bearer ${token}`)
+  const ownAuth = new Set(options.ownAuthPaths)
   const problem = (request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply => sendAdminProblem(request, reply, error, options.docsUrl)
-  admin.addHook('onRequest', async (_request, reply) => {
+  /** The 401 for a request without the token, or undefined when it may go on. */
+  const refusal = (request: FastifyRequest): ApiError | undefined => {
+    if (expected === undefined) return undefined
+    const presented = request.headers.authorization
+    if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return undefined
+    const code = presented === undefined ? 'MISSING_AUTH_HEADER' : 'INVALID_AUTH_HEADER'
+    return new ApiError(code, TOKEN_DETAIL, { headers: { 'www-authenticate': ADMIN_CHALLENGE } })
+  }
+  const commonHeaders = (reply: FastifyReply): void => {
     reply.headers(COMMON_HEADERS)
     reply.header(HEADER_REQUEST_ID, reply.request.id)
+  }
+  const admin = Fastify({
+    logger: false,
+    genReqId: generateRequestId,
+    // The router refuses these before any hook: the token is checked here as in the hook.
+    frameworkErrors: (error, request, reply) => {
+      commonHeaders(reply)
+      return problem(request, reply, refusal(request) ?? toApiError(error))
+    },
+    // What Node's parser refuses never reaches a route: answered on the socket, the same
+    // for every path, with no route's methods.
+    clientErrorHandler: clientErrorHandler(options.docsUrl, { allowFor: () => undefined }),
   })
-  const token = options.token
-  if (token !== undefined) {
-    const expected = digest(`Bearer ${token}`)
-    const ownAuth = new Set(options.ownAuthPaths)
+  admin.addHook('onRequest', async (_request, reply) => commonHeaders(reply))
+  if (expected !== undefined) {
     admin.addHook('onRequest', async (request, reply) => {
-      if (request.url === LIVENESS_PATH || ownAuth.has(pathOf(request.url))) return
-      const presented = request.headers.authorization
-      if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return
-      const code = presented === undefined ? 'MISSING_AUTH_HEADER' : 'INVALID_AUTH_HEADER'
-      return problem(request, reply, new ApiError(code, TOKEN_DETAIL, { headers: { 'www-authenticate': ADMIN_CHALLENGE } }))
+      // Only a route that exists skips the token: another method on its path is a 404 whose
+      // detail lists the routes.
+      if (!request.is404 && (request.url === LIVENESS_PATH || ownAuth.has(pathOf(request.url)))) return
+      const refused = refusal(request)
+      if (refused !== undefined) return problem(request, reply, refused)
     })
   }
   const served = ['/metrics', '/status', ...(options.ownAuthPaths ?? []), ...(options.extensions ?? []).map((e) => e.paths)]

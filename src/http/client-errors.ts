@@ -197,7 +197,7 @@ function answerRaw(socket: Socket, docsUrl: string, method: string, instance: st
   socket.setTimeout(1000, () => socket.destroy())
 }
 
-export function clientErrorHandler(docsUrl: string, routes: RouteIndex) {
+export function clientErrorHandler(docsUrl: string, routes: Pick<RouteIndex, 'allowFor'>) {
   return function onClientError(error: ParserError, socket: HttpSocket): void {
     // Once a response has started on this socket, another would corrupt it (docs/security.md,
     // "Slow clients"): the connection just closes.

@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Metrics } from '../../src/admin/metrics.js'
@@ -38,6 +39,18 @@ afterAll(async () => t.close())
 async function admin(path: string) {
   const res = await request(`${adminUrl}${path}`)
   return { statusCode: res.statusCode, headers: res.headers, body: await res.body.text() }
+}
+
+/** Sends `text` as it is on a socket of its own and reads the answer until the server closes it. */
+async function rawAdmin(base: string, text: string): Promise<string> {
+  const { port } = new URL(base)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.end(text))
+    const chunks: Buffer[] = []
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    socket.on('error', reject)
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')))
+  })
 }
 
 /** The value of one series in the Prometheus text. */
@@ -84,6 +97,11 @@ describe('metrics', () => {
     const text = (await admin('/metrics')).body
     expect(sample(text, 'gateway_http_requests_total{route="unmatched",method="GET",status="404",code="ROUTE_NOT_FOUND"}')).toBeGreaterThanOrEqual(2)
     expect(text).not.toContain('/v1/scan')
+  })
+
+  it('answers a malformed percent-escape as problem+json with a request id', async () => {
+    const res = await admin('/status%zz')
+    expectProblem(res, { code: 'MALFORMED_REQUEST', instance: '/status%zz', detail: 'The request path is not valid percent-encoding.' })
   })
 
   it('never answers admin routes on the public port, nor the API on the admin port', async () => {
@@ -218,6 +236,57 @@ describe('ADMIN_TOKEN (operations: admin port)', () => {
       })
       expect(res.body).not.toContain(TOKEN)
     }
+  })
+
+  /** An answer as a caller compares it: what differs between any two requests (their id, time and path) left out. */
+  const comparable = (res: { statusCode: number; headers: Record<string, unknown>; body: string }) => {
+    const { requestId: _id, timestamp: _at, instance: _path, ...body } = JSON.parse(res.body) as Record<string, unknown>
+    const { date: _date, 'service-request-id': _rid, 'content-length': _length, connection: _connection, 'keep-alive': _keepAlive, ...headers } = res.headers
+    return { status: res.statusCode, headers, body }
+  }
+
+  it('answers a malformed percent-escape as problem+json with a request id: 401 without the token, 400 with it', async () => {
+    for (const path of ['/metrics%zz', '/%E0%A4%A', '/admin/v1/credentials/%zz']) {
+      expectProblem(await call(path), {
+        code: 'MISSING_AUTH_HEADER', instance: path, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.',
+        headers: { 'www-authenticate': 'Bearer realm="admin"' },
+      })
+      expectProblem(await call(path, 'Bearer wrong'), {
+        code: 'INVALID_AUTH_HEADER', instance: path, detail: 'The admin routes need `Authorization: Bearer <ADMIN_TOKEN>`.',
+        headers: { 'www-authenticate': 'Bearer realm="admin"' },
+      })
+      expectProblem(await call(path, `Bearer ${TOKEN}`), { code: 'MALFORMED_REQUEST', instance: path, detail: 'The request path is not valid percent-encoding.' })
+    }
+  })
+
+  it('tells a request without the token nothing of the routes: one 401 for known and unknown routes, methods and paths the router refuses', async () => {
+    const long = 'c'.repeat(150)
+    const asks: Array<[string, string]> = [
+      ['GET', '/metrics'], ['GET', '/no-such-route'], ['DELETE', '/status'], ['OPTIONS', '/metrics'],
+      // The ingest's path and the liveness probe's skip the admin token, for the routes they serve only.
+      ['GET', '/events'], ['DELETE', '/events'], ['POST', '/livez'],
+      // A parameter longer than the router takes, on a route that has one and on a path that has none.
+      ['GET', `/admin/v1/credentials/${long}`], ['GET', `/admin/v1/no-such-route/${long}`],
+      ['GET', '/admin/v1/credentials/%zz'], ['GET', '/no-such-route/%zz'],
+    ]
+    const answers = await Promise.all(asks.map(async ([method, path]) => {
+      const res = await request(`${url}${path}`, { method: method as 'GET' })
+      return { ask: `${method} ${path}`, answer: comparable({ statusCode: res.statusCode, headers: res.headers, body: await res.body.text() }) }
+    }))
+    const first = answers[0]?.answer
+    expect(first).toMatchObject({ status: 401, body: { code: 'MISSING_AUTH_HEADER' } })
+    expect(answers).toEqual(asks.map(([method, path]) => ({ ask: `${method} ${path}`, answer: first })))
+  })
+
+  it('answers what the HTTP parser refuses as problem+json with a request id, naming no route', async () => {
+    const answer = await rawAdmin(url, 'GET /metrics HTTP/1.1\r\nHost: admin\r\nBad Header\r\n\r\n')
+    const [head = '', body = ''] = answer.split('\r\n\r\n')
+    const headers = Object.fromEntries(head.split('\r\n').slice(1).map((line) => {
+      const colon = line.indexOf(':')
+      return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()]
+    }))
+    expect(head.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request')
+    expectProblem({ statusCode: 400, headers, body }, { code: 'MALFORMED_REQUEST', instance: '/metrics', detail: 'The request is not valid HTTP/1.1.' })
   })
 
   it('answers the liveness probe without a token, telling nothing else', async () => {

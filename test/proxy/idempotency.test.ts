@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { MockService } from '../../mocks/service/server.js'
 import type { FileConfigInput } from '../../src/config.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
+import { RedisQuotaStore } from '../../src/ratelimit/store.js'
 import { openApiDocument } from '../../src/docs/openapi.js'
 import { ACME_HOST, testConfig } from '../helpers/config.js'
 import { checkAnswer } from '../helpers/contract.js'
@@ -385,9 +386,15 @@ describe('the record', () => {
   it('never creates or touches a record for a request the gateway refuses itself (steps 1 to 7)', async () => {
     const idempotencyKey = newKey()
     const withKey = { 'idempotency-key': idempotencyKey }
-    // A key whose quota of one is spent by a read first.
-    const spent = await t.key({ rateLimit: 1 })
+    // A key whose quota of one is spent by a read first, and in the store for the window after
+    // the read's too: the POST is refused in whichever of the two it lands, a window's end
+    // between them included.
+    const { key: spent, id: spentId } = await t.keyWithId({ rateLimit: 1 })
     expect((await call('GET', '/v1/guests?perPage=1', { key: spent })).statusCode).toBe(200)
+    const windowMs = t.gateway.app.gatewayConfig.rateLimit.windowSeconds * 1000
+    const readIn = Math.floor(Date.now() / windowMs)
+    const quotas = new RedisQuotaStore(redis, t.prefix)
+    for (const window of [readIn, readIn + 1]) await quotas.lease(spentId, window, 1, 1, 2 * windowMs)
     service.received.length = 0
     const refusals: [Answer, number][] = [
       [await call('POST', '/v1/guests', { body: GUEST, headers: withKey, key: spent }), 429],
