@@ -136,6 +136,8 @@ export class Deliveries {
   private worker: Worker<DeliveryJob> | undefined
   private readonly agent: Agent
   private readonly inFlight = new Set<AbortController>()
+  /** Wake-ups sent and not yet answered: a shutdown waits for them, else a lease handed over in its last attempts would sleep 10 to 15 minutes. */
+  private readonly waking = new Set<Promise<unknown>>()
   private closing = false
   private readonly now: () => number
   private readonly connections: RedisClient[] = []
@@ -334,7 +336,9 @@ export class Deliveries {
   /** Moves sleeping deliveries to the queue's wait list. One that is not asleep (yet) wakes itself (`sleep`). */
   private wake(jobIds: readonly string[]): void {
     for (const id of jobIds) {
-      this.queue.backend.promote(id).catch(() => undefined)
+      const woken = this.queue.backend.promote(id).catch(() => undefined)
+      this.waking.add(woken)
+      void woken.finally(() => this.waking.delete(woken))
     }
   }
 
@@ -545,6 +549,7 @@ export class Deliveries {
     // Handing back needs Redis; without it, stop waiting: the jobs' locks lapse and another instance takes them.
     const closed = (async () => {
       await this.worker?.close()
+      await Promise.all(this.waking)
       await this.queue.close()
     })().catch((error: unknown) => this.options.logger.warn({ err: error }, 'webhook queue not closed cleanly'))
     let timer: NodeJS.Timeout | undefined

@@ -42,7 +42,8 @@ function started(answer: Answer): Recovery {
   return body.data
 }
 
-describe('recovering a time range', () => {
+// Each waits for an outage's retries and a recovery, on a busy machine.
+describe('recovering a time range', { timeout: 60_000 }, () => {
   let t: TestGateway
   let admin: string
   let key: string
