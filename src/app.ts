@@ -32,7 +32,10 @@ import { expiryNoticeStage } from './pipeline/expiry-notice.js'
 import { credentialRoute } from './credentials/partner-route.js'
 import type { CredentialService } from './credentials/service.js'
 import type { UsageRecorder } from './credentials/usage.js'
-import { notFoundHandler, routingStage } from './pipeline/routing.js'
+import { movedStage, notFoundHandler, routingStage } from './pipeline/routing.js'
+import { withDeprecation } from './lifecycle/config.js'
+import { movedPaths } from './lifecycle/rules.js'
+import { deprecationStage } from './lifecycle/stage.js'
 import { propertyRoutes } from './properties/routes.js'
 import type { PropertySource } from './properties/source.js'
 import type { IdempotencyRecords } from './idempotency/records.js'
@@ -46,6 +49,7 @@ import type { Tracing } from './tracing/tracing.js'
 import { portalTwin } from './portal/api.js'
 import { portalHeaders } from './portal/http.js'
 import { portalSessionStage } from './portal/pipeline.js'
+import { portalPages } from './portal/pages.js'
 import { portalPolicies, portalRoutes } from './portal/routes.js'
 import type { PortalSessions } from './portal/sessions.js'
 import './types.js'
@@ -184,6 +188,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const warningMs = config.keys.expiryWarningDays * 86_400_000
   const noticeExpiry = warningMs > 0 ? expiryNoticeStage(warningMs) : undefined
 
+  const countDeprecated = deps.metrics === undefined ? undefined : deps.metrics.deprecatedRequest.bind(deps.metrics)
+
   // The partner portal's session stands in for the credential at step 4 on its routes.
   const portalSession = deps.portal === undefined ? undefined : portalSessionStage(deps.portal, authFailures)
 
@@ -201,6 +207,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     const label = policy.kind === 'proxy' ? policy.path : url
     const checks: Check[] = [
       routingStage(routes, label, brandScoped), // 1. route and host
+      ...(policy.deprecation === undefined ? [] : [deprecationStage(policy.path, policy.deprecation, countDeprecated)]), // (deprecated: its headers from here on; retired: 410)
       negotiationStage, // 2. Accept
       ...(policy.auth ? [headerStage(policy.scope, policy.idempotency), bodyStage(policy)] : []), // 3. headers, body framing
       ...(policy.auth ? [step4] : []), // 4. API key or access token, where it is used from, brand,
@@ -231,9 +238,12 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       route.onRequest = [runChecks(checks), ...own(route.onRequest)] as onRequestHookHandler[]
       return
     }
-    const policy = route.config?.policy
+    const declaredPolicy = route.config?.policy
     // Every public route has a policy; one without would skip the checks, so it may not start.
-    if (policy === undefined) throw new Error(`route ${String(route.method)} ${route.url} has no policy`)
+    if (declaredPolicy === undefined) throw new Error(`route ${String(route.method)} ${route.url} has no policy`)
+    // A built-in route takes its deprecation from the config file (`builtinRoutes`).
+    const policy = withDeprecation(declaredPolicy, config.builtinRoutes)
+    if (policy !== declaredPolicy) route.config = { ...route.config, policy }
     // The portal's own routes live under /portal, outside the route table of the API.
     if (portal === undefined || policy.path.startsWith('/v1/')) assertPolicy(policy)
     routes.add(route.url, route.method, policy.scope !== 'none')
@@ -261,9 +271,17 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // "Order of checks"). Left to the not-found handler, it would first have its body read and
   // parsed by Fastify, with no credential checked, and a malformed one answered 400.
   const notFound = notFoundHandler(routes)
-  app.addHook('onRequest', (request, _reply, done) => {
+  // A path that moved is answered 308 at step 1, on a brand's host (docs/architecture.md,
+  // "Deprecated and moved routes").
+  const moved = movedStage(movedPaths(config.moved))
+  app.addHook('onRequest', (request, reply, done) => {
     if (!request.is404) return done()
     try {
+      const location = moved(request)
+      if (location !== undefined) {
+        reply.code(308).header('location', location).send()
+        return
+      }
       notFound(request)
     } catch (error) {
       done(error as Error)
@@ -281,7 +299,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
   if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
   if (deps.webhooks !== undefined) await app.register(deps.webhooks)
-  if (deps.portal !== undefined) await app.register(portalRoutes({ sessions: deps.portal, ...(deps.events === undefined ? {} : { events: deps.events }) }))
+  if (deps.portal !== undefined) {
+    await app.register(portalRoutes({ sessions: deps.portal, ...(deps.events === undefined ? {} : { events: deps.events }), ...(deps.credentials === undefined ? {} : { credentials: deps.credentials }) }))
+    await app.register(portalPages())
+  }
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')
     // An answer that never finished (cut short, or its partner gone while the call ran on):

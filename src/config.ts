@@ -8,6 +8,7 @@ import { checkEvents, eventFields, resolvePublishers, type EventPublisher } from
 import { checkHttp, httpEnvFields, httpFileFields } from './http/config.js'
 import { idempotencyFileFields } from './idempotency/config.js'
 import { keysFileFields } from './keys/config.js'
+import { checkLifecycle, lifecycleFileFields } from './lifecycle/config.js'
 import { oauthEnvFields, oauthEnvProblems, oauthFileFields, oauthWithEnv } from './oauth/config.js'
 import { portalFileFields } from './portal/config.js'
 import { propertiesFileFields } from './properties/config.js'
@@ -39,9 +40,12 @@ export const fileSchema = z.strictObject({
   events: z.strictObject({ ...eventFields, ...webhookFields }).check(z.superRefine(checkEvents, { when: () => true })).prefault({})
     .describe('Events: the internal services that publish to `POST /events` on the admin port, how their types map to public ones, and how long the log keeps them'),
   ...portalFileFields,
+  ...lifecycleFileFields,
 }).superRefine((file, ctx) => {
   checkHttp(file, ctx)
   checkProxy(file, ctx)
+  // Replacements and moves name the declared routes too: a rule across sections.
+  checkLifecycle(file, ctx)
 })
 
 export const envSchema = z.object({

@@ -39,6 +39,7 @@ export class Metrics {
   private readonly jwksRefreshes: Counter<'issuer' | 'result'>
   private readonly idempotencyOutcomes: Counter<'route' | 'outcome'>
   readonly shedRequests: Counter
+  private readonly deprecatedRequests: Counter<'route'>
   readonly traceSpansExported: Counter
   readonly traceSpansDropped: Counter<'reason'>
   private readonly eventsIngested: Counter<'publisher' | 'type' | 'outcome'>
@@ -145,6 +146,10 @@ export class Metrics {
     snapshotGauge('gateway_webhook_endpoints', 'Webhook endpoints that can receive (their credential active: not suspended, revoked or expired), by status: enabled, disabled', ['status'], (g, s) => {
       for (const [status, count] of Object.entries(s.endpoints)) g.set({ status }, count)
     })
+    this.deprecatedRequests = new Counter({
+      name: 'gateway_deprecated_requests_total', help: 'Requests to a deprecated route from its `since`, retired ones included, by route',
+      labelNames: ['route'], registers: [this.registry],
+    })
     this.shedRequests = new Counter({
       name: 'gateway_shed_requests_total', help: 'Requests answered 503 because the instance was overloaded', registers: [this.registry],
     })
@@ -164,6 +169,11 @@ export class Metrics {
 
   idempotency(route: string, outcome: IdempotencyOutcome): void {
     this.idempotencyOutcomes.inc({ route, outcome })
+  }
+
+  /** A request to a deprecated route (docs/operations.md, "Deprecating, retiring and moving a route"). */
+  deprecatedRequest(route: string): void {
+    this.deprecatedRequests.inc({ route })
   }
 
   jwksRefresh(issuer: string, result: 'ok' | 'error'): void {

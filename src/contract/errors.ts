@@ -155,6 +155,10 @@ export const errorCatalog = {
     status: 409, title: 'Webhook recovery in progress',
     tip: 'An endpoint runs one recovery at a time: follow the running one named in `detail` until it is `done`, or cancel it with DELETE, then ask again.',
   },
+  ROUTE_RETIRED: {
+    status: 410, title: 'Route retired',
+    tip: 'This endpoint has passed its sunset date and answers no more; move to the endpoint `detail` names (the `Link` header leads to the migration guide). Watch for `Deprecation` and `Sunset` headers to hear of the next one early.',
+  },
   PAYLOAD_TOO_LARGE: {
     status: 413, title: 'Payload too large',
     tip: 'Request bodies are limited to 1 MiB unless the endpoint documents a smaller limit; split large changes into several requests.',

@@ -37,6 +37,7 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   IDEMPOTENCY_KEY_IN_USE: 'A `POST` or `PATCH` came with the `Idempotency-Key` of the same request that is still being processed (by any instance of the API); it was not forwarded. Once the first one is answered, the same request again gets that answer, marked `Idempotent-Replayed: true`.',
   IDEMPOTENCY_KEY_REUSED: 'A `POST` or `PATCH` came with an `Idempotency-Key` that this credential already used on this endpoint for a different request: another body, query string, `Content-Type` or `Service-Property-Id`. It was not forwarded.',
   REQUEST_TIMEOUT: 'The request did not arrive in time: its headers or its whole body came in too slowly, and the connection was closed.',
+  ROUTE_RETIRED: 'The endpoint was deprecated and its sunset has passed: from that moment it answers this to every request, before any credential is checked. Its answers carried `Deprecation` and `Sunset` headers from the day it was deprecated.',
   PAYLOAD_TOO_LARGE: 'The request body is larger than the endpoint takes.',
   URI_TOO_LONG: 'The request target (path and query string) is longer than the server accepts.',
   UNSUPPORTED_MEDIA_TYPE: 'A `POST`, `PUT` or `PATCH` announced a `Content-Type` other than `application/json` (with no parameter but `charset=utf-8`), with a body or without one.',

@@ -8,7 +8,7 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { ulidPattern } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, RECOVERY_ID_PREFIX, webhookRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, RECOVERY_ID_PREFIX, webhookRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type Deprecation, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -29,6 +29,8 @@ export interface DocumentSource {
   oauth?: { readonly issuers: readonly Pick<IssuerConfig, 'tokenUrl'>[] }
   /** The public event types of the config file, each with its scope. */
   events?: { readonly types: readonly Pick<EventTypeConfig, 'type' | 'scope'>[] }
+  /** The config file's deprecations of built-in routes, by path. */
+  builtinRoutes?: Readonly<Record<string, { deprecated: Deprecation; replacement?: string | undefined }>>
 }
 
 /** The public event types of a source and the scope of each, sorted by type. */
@@ -40,7 +42,7 @@ export function eventTypesOf(source: DocumentSource): { type: string; scope: str
 
 /** The public routes of a source: the built-in ones (events filtered by its types), then its declared ones. */
 function routesOf(source: DocumentSource): RoutePolicy[] {
-  return publicRoutes(source.routes, eventTypesOf(source).map((t) => t.type))
+  return publicRoutes(source.routes, eventTypesOf(source).map((t) => t.type), source.builtinRoutes)
 }
 
 const ref = (kind: string, name: string): JsonObject => ({ $ref: `#/components/${kind}/${name}` })
@@ -458,6 +460,16 @@ function headersOf(policy: RoutePolicy, status: number): JsonObject {
     }
   }
   if (status === 405) headers.Allow = { description: 'The methods the path takes.', required: true, schema: { type: 'string' } }
+  if (policy.deprecation !== undefined) {
+    // Sent from `since` on (RFC 9745, RFC 8594): not yet on the answers before it.
+    headers.Deprecation = { description: `When this operation was deprecated, \`@\` and Unix seconds (RFC 9745): ${policy.deprecation.since}.`, required: false, schema: { type: 'string', pattern: '^@-?[0-9]+$' } }
+    if (policy.deprecation.sunset !== undefined) {
+      headers.Sunset = { description: `When this operation stops answering (RFC 8594), an HTTP-date: ${policy.deprecation.sunset}.`, required: false, schema: { type: 'string' } }
+    }
+  }
+  if (policy.deprecation?.link !== undefined) {
+    headers.Link = { description: `Links (RFC 8288), among them the migration guide: \`<${policy.deprecation.link}>; rel="deprecation"; type="text/html"\`.`, required: false, schema: { type: 'string' } }
+  }
   return headers
 }
 
@@ -581,8 +593,18 @@ function summaryOf(policy: RoutePolicy, method: Method): string {
   return `${method} ${policy.path}`
 }
 
+/** What a deprecated operation's reader must know first: both dates, what to use instead. */
+function deprecationNote(deprecation: Deprecation): string {
+  const parts = [`**Deprecated** since ${deprecation.since}: every answer carries \`Deprecation\``
+    + (deprecation.sunset === undefined ? '.' : ` and \`Sunset\`; from ${deprecation.sunset} (the sunset) it answers 410 \`ROUTE_RETIRED\` to every request.`)]
+  if (deprecation.replacement !== undefined) parts.push(`Use \`${deprecation.replacement}\` instead.`)
+  if (deprecation.link !== undefined) parts.push(`How to move: ${deprecation.link}`)
+  return parts.join(' ')
+}
+
 function descriptionOf(policy: RoutePolicy, method: Method): string {
   const parts: string[] = []
+  if (policy.deprecation !== undefined) parts.push(deprecationNote(policy.deprecation))
   const success = successOf(policy, method)
   if (success.kind === 'health') parts.push('For load balancers: no key, any host, no rate limit. `{"status":"ok"}` or `{"status":"unhealthy"}` with `Retry-After`, nothing else.')
   if (success.kind === 'properties') parts.push('The active properties of your brand that your key may use, oldest first (`createdAt`, then `id`). A page past the end is an empty `data` with the true `total`.')
@@ -670,6 +692,7 @@ function operation(policy: RoutePolicy, method: Method, source: DocumentSource):
   return {
     operationId: operationId(policy, method),
     summary: summaryOf(policy, method),
+    ...(policy.deprecation === undefined ? {} : { deprecated: true, 'x-deprecated-since': policy.deprecation.since, ...(policy.deprecation.sunset === undefined ? {} : { 'x-sunset': policy.deprecation.sunset }) }),
     description: descriptionOf(policy, method),
     tags: [tagOf(policy)],
     security: securityOf(policy, method, source),

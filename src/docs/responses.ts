@@ -1,5 +1,6 @@
 import { errorCatalog, type ErrorCode } from '../contract/errors.js'
-import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, scopeOf, webhookRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
+import { withDeprecation } from '../lifecycle/config.js'
+import { BODY_METHODS, builtInRoutes, eventListPolicy, idempotencyOf, scopeOf, webhookRoutes, type Deprecation, type Method, type RoutePolicy } from '../routes/policy.js'
 
 // Which error codes an operation can answer, derived from its policy and the order of checks
 // (docs/architecture.md, "Order of checks"). The OpenAPI document, the error pages and the
@@ -56,6 +57,8 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   BRAND_ACCESS_DENIED: takesKey,
   IP_NOT_ALLOWED: takesKey,
   INSUFFICIENT_SCOPE: (p, m) => p.auth && scopeOf(p, m) !== undefined,
+  // 1, once the route is known: a deprecated route past its sunset
+  ROUTE_RETIRED: (p) => p.deprecation?.sunset !== undefined,
   // 5. quota
   RATE_LIMITED: takesKey,
   // 6. input
@@ -145,9 +148,12 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
 
 /**
  * The public routes of a gateway: the built-in ones, then those its config file declares.
- * `eventTypes`, the public event types of its config, are what `GET /v1/events` filters by.
+ * `eventTypes`, the public event types of its config, are what `GET /v1/events` filters by;
+ * `builtinRoutes`, its deprecations of built-in routes.
  */
-export function publicRoutes(declared: readonly RoutePolicy[], eventTypes: readonly string[] = []): RoutePolicy[] {
-  return [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, eventListPolicy(eventTypes), builtInRoutes.getEvent,
-    ...Object.values(webhookRoutes), ...declared]
+export function publicRoutes(declared: readonly RoutePolicy[], eventTypes: readonly string[] = [],
+  builtinRoutes: Readonly<Record<string, { deprecated: Deprecation; replacement?: string | undefined }>> = {}): RoutePolicy[] {
+  const builtIn: RoutePolicy[] = [builtInRoutes.health, builtInRoutes.listProperties, builtInRoutes.getProperty, builtInRoutes.getCredential, eventListPolicy(eventTypes), builtInRoutes.getEvent,
+    ...Object.values(webhookRoutes)]
+  return [...builtIn.map((policy) => withDeprecation(policy, builtinRoutes)), ...declared]
 }

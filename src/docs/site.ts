@@ -64,7 +64,7 @@ function statusBadge(status: number): string {
 /** Operations that can answer `code`, as `METHOD /path` lines. */
 function operationsOf(code: ErrorCode, source: DocumentSource): string[] {
   const lines: string[] = []
-  for (const policy of publicRoutes(source.routes, eventTypesOf(source).map((t) => t.type))) {
+  for (const policy of publicRoutes(source.routes, eventTypesOf(source).map((t) => t.type), source.builtinRoutes)) {
     for (const method of policy.methods) if (errorCodesOf(policy, method).includes(code)) lines.push(`${method} ${policy.path}`)
   }
   return lines

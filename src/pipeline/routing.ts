@@ -85,3 +85,20 @@ export function notFoundHandler(index: RouteIndex) {
     throw explainMiss(request, index)
   }
 }
+
+/**
+ * Step 1 for a path no route serves but that moved (config `moved`): where it went, with the
+ * query it came with. Only on a brand's host, as every route it may move to; undefined
+ * otherwise, and the not-found handler explains the miss.
+ */
+export function movedStage(locate: (url: string) => { from: string; location: string } | undefined) {
+  return function moved(request: FastifyRequest): string | undefined {
+    const found = locate(request.url)
+    if (found === undefined) return undefined
+    checkUrlLength(request)
+    resolveBrand(request)
+    if (request.brand === null) return undefined
+    request.routeUrl = found.from
+    return found.location
+  }
+}

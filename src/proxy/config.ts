@@ -4,6 +4,7 @@ import {
   BODY_METHODS, builtInRoutes, DEFAULT_BODY_BYTES, defaultScope, IDEMPOTENCY_METHODS, METHODS, policyProblems, SCOPE_PATTERN,
   type Method, type QueryRule, type RoutePolicy,
 } from '../routes/policy.js'
+import { deprecationOf, routeLifecycleFields } from '../lifecycle/config.js'
 import { breakerFields, type BreakerConfig, type UpstreamSettings, type UpstreamUrl } from '../upstream/config.js'
 
 // Declared routes' section of the configuration (docs/architecture.md, "Configuration";
@@ -59,6 +60,7 @@ const declaredRouteSchema = z.strictObject({
     .describe('The scope each method needs, e.g. `{"GET": "guests:read"}`; a method left out needs `<first path segment>:read` (GET, HEAD) or `:write`'),
   idempotency: z.enum(['optional', 'required']).optional()
     .describe('Whether POST and PATCH need an `Idempotency-Key` (`required`: 400 without one) or may carry one (`optional`, the default); only for routes with POST or PATCH'),
+  ...routeLifecycleFields,
 })
 
 export type DeclaredRouteConfig = z.infer<typeof declaredRouteSchema>
@@ -81,6 +83,7 @@ export function policyOf(route: DeclaredRouteConfig): RoutePolicy {
     forward: { upstream: route.upstream, path: route.upstreamPath },
     scopes: Object.fromEntries(route.methods.map((method: Method) => [method, route.scopes?.[method] ?? defaultScope(route.path, method)])),
     ...(route.idempotency !== undefined || route.methods.some((m) => IDEMPOTENCY_METHODS.has(m)) ? { idempotency: route.idempotency ?? 'optional' } : {}),
+    ...(route.deprecated === undefined ? {} : { deprecation: deprecationOf(route.deprecated, route.replacement) }),
   }
 }
 

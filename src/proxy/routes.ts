@@ -149,6 +149,12 @@ export function publicProblem(body: Buffer, instance: string, requestId: string)
   return Buffer.from(JSON.stringify(fields))
 }
 
+/** The service's links after the gateway's own (a deprecated route's `Link`), one header. */
+function addLink(reply: FastifyReply, value: string): void {
+  const own = reply.getHeader('link')
+  reply.header('link', typeof own === 'string' ? `${own}, ${value}` : value)
+}
+
 /** An answer kept for replay, as the partner got it: the allowed headers of the service, mapped. */
 const REPLAYED_HEADERS = ['content-type', 'content-language', 'location', 'link'] as const
 
@@ -217,6 +223,8 @@ class Forwarding implements Dispatcher.DispatchHandler {
   failure: Error | null = null
   /** The call is over: its answer ended, or it failed. */
   done = false
+  /** The service's links, mapped: what a replay gives again (the gateway's own, a deprecation's, are added to each answer). */
+  serviceLink: string | undefined = undefined
 
   constructor(
     readonly route: DeclaredRoute,
@@ -559,7 +567,10 @@ class DeclaredRoute {
 
   private replay(request: FastifyRequest, reply: FastifyReply, answer: StoredAnswer): void {
     reply.code(answer.status)
-    for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
+    for (const [name, value] of Object.entries(answer.headers)) {
+      if (name === 'link') addLink(reply, value)
+      else reply.header(name, value)
+    }
     reply.header('idempotent-replayed', 'true')
     reply.headers(COMMON_HEADERS)
     // Echoed on successes only (docs/partners.md, "Every answer"), as on the answer first sent.
@@ -630,7 +641,8 @@ class DeclaredRoute {
     const link = headers.link
     if (link !== undefined) {
       const mapped = mapLinks(link, this.locations)
-      if (mapped !== undefined) reply.header('link', mapped)
+      call.serviceLink = mapped
+      if (mapped !== undefined) addLink(reply, mapped)
     }
     // A correlation id is echoed on successes only (docs/partners.md, "Every answer"): 2xx,
     // not a redirect.
@@ -662,7 +674,7 @@ class DeclaredRoute {
     const entry = this.held.get(request) as Held
     const headers: Record<string, string> = {}
     for (const name of REPLAYED_HEADERS) {
-      const value = reply.getHeader(name)
+      const value = name === 'link' ? call.serviceLink : reply.getHeader(name)
       if (typeof value === 'string') headers[name] = value
     }
     try {

@@ -76,6 +76,16 @@ export interface RoutePolicy {
   readonly idempotency?: IdempotencyRule
   /** Any valid credential may call it: it needs no scope (`GET /v1/credential`). */
   readonly noScope?: true
+  /** Set when the config deprecates the route (docs/architecture.md, "Deprecated and moved routes"). */
+  readonly deprecation?: Deprecation
+}
+
+/** A route's deprecation, as the config file writes it: RFC 3339 times, a page on migrating, the route to use instead. */
+export interface Deprecation {
+  readonly since: string
+  readonly sunset?: string
+  readonly link?: string
+  readonly replacement?: string
 }
 
 /** The Idempotency-Key rule of `method` on the route of `policy`; undefined where the header is ignored. */
