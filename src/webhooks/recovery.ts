@@ -117,12 +117,13 @@ export function ulidOfRecoveryJob(jobId: string): string {
 }
 
 /**
- * How many of a recovery's deliveries wait in the queue at once: enough to keep every lease of
- * the endpoint busy while the next ones are queued, few enough that the queue's other endpoints
- * never wait behind a recovery.
+ * How many of a recovery's deliveries are queued at once: one per lease of the endpoint. Each
+ * that finishes queues the next, so they start oldest first (more would race for the leases,
+ * from every instance's workers at once), and the queue's other endpoints never wait behind
+ * a recovery.
  */
 export function feedWindow(endpointConcurrency: number): number {
-  return endpointConcurrency * 2
+  return endpointConcurrency
 }
 
 /** What a finished recovery delivery counts as: `delivered` only when its attempt was. */
