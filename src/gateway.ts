@@ -36,6 +36,7 @@ import { RequestLogWriter } from './request-log/writer.js'
 import { VERSION } from './version.js'
 import { Deliveries, type DeliveriesOptions } from './webhooks/deliveries.js'
 import { EndpointStore } from './webhooks/endpoints.js'
+import { RecoveryStore } from './webhooks/recoveries.js'
 import { webhookEndpointRoutes } from './webhooks/routes.js'
 import { DEVELOPMENT_KEY, SecretBox } from './webhooks/secrets.js'
 import { WebhookEndpoints } from './webhooks/service.js'
@@ -200,6 +201,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       userAgent: `partner-gateway/${VERSION} webhooks`,
       onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),
       onSecretUnreadable,
+      recoveries: new RecoveryStore(redis, endpointStore),
       ...(tracing === undefined ? {} : { tracing }),
       ...options.webhookHooks,
     })
