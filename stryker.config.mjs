@@ -41,6 +41,8 @@ export default {
     // The partner portal: a link's rules, the sessions and their ending, the cookie and the
     // CSRF token, the portal's step 4 and which partner routes it serves.
     'src/portal/**/*.ts',
+    // The portal's page runs in a browser, built by Vite: the browser suite (test/browser) checks it.
+    '!src/portal/web/**',
     // A route's life: the phases and headers of a deprecation, the notice a sunset gives, where
     // a moved path leads, and the config's rules over them.
     'src/lifecycle/**/*.ts',

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { sendJsonData } from '../contract/envelope.js'
 import { ApiError, type FieldError } from '../contract/errors.js'
 import { quoteInput } from '../contract/problem.js'
+import { CredentialInputError, CredentialNotFound, DEFAULT_OVERLAP_MS, type CredentialService } from '../credentials/service.js'
 import type { EventLog } from '../events/log.js'
 import { hasScope } from '../events/types.js'
 import type { Principal } from '../keys/principal.js'
@@ -31,6 +32,8 @@ export const portalPolicies = {
   enter: { ...sessionPolicy(`${PORTAL_PREFIX}/session`, ['POST']), auth: false },
   logout: sessionPolicy(`${PORTAL_PREFIX}/logout`, ['POST']),
   session: sessionPolicy(`${PORTAL_API_PREFIX}/session`, ['GET']),
+  usage: sessionPolicy(`${PORTAL_API_PREFIX}/usage`, ['GET']),
+  roll: sessionPolicy(`${PORTAL_API_PREFIX}/roll`, ['POST']),
 } as const satisfies Record<string, RoutePolicy>
 
 function sessionRoute(policy: RoutePolicy, capability: Capability = 'view'): { config: { policy: RoutePolicy; portal: PortalRoute } } {
@@ -41,7 +44,12 @@ export interface PortalRouteOptions {
   sessions: PortalSessions
   /** The event log: which event types the session's credential may subscribe to. */
   events?: EventLog
+  /** The credentials: the usage screen's counts, and rolling the key. */
+  credentials?: CredentialService
 }
+
+/** The usage screen's span: requests per day over the last 30 days. */
+export const USAGE_DAYS = 30
 
 /** The body as an object with these fields only: 400 otherwise, as every body of the gateway's own. */
 function bodyOf(request: FastifyRequest, known: readonly string[]): Record<string, unknown> {
@@ -85,13 +93,25 @@ function sessionView(session: PortalSession, principal: Principal, csrfToken: st
   }
 }
 
+/** A call of the credentials' service, its refusals as the API's problems. */
+async function credentialCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call()
+  } catch (error) {
+    if (error instanceof CredentialInputError) throw new ApiError('VALIDATION_FAILED', error.message, { errors: error.errors })
+    // Revoked between the session's check and this call: the session has ended with it.
+    if (error instanceof CredentialNotFound) throw new ApiError('PORTAL_SESSION_INVALID', 'This portal session has ended: its credential is gone.')
+    throw new ApiError('SERVICE_UNAVAILABLE', 'The credential cannot be read right now; retry shortly.', { retryAfter: 1, cause: error })
+  }
+}
+
 function send(request: FastifyRequest, reply: FastifyReply, status: number, data: unknown): FastifyReply {
   reply.code(status)
   return sendJsonData(request, reply, JSON.stringify(data))
 }
 
 export function portalRoutes(options: PortalRouteOptions) {
-  const { sessions, events } = options
+  const { sessions, events, credentials } = options
   return async function routes(app: FastifyInstance): Promise<void> {
     app.removeAllContentTypeParsers()
     app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_BYTES }, (_request, text, done) => {
@@ -131,6 +151,25 @@ export function portalRoutes(options: PortalRouteOptions) {
     app.get(portalPolicies.session.path, sessionRoute(portalPolicies.session), async (request, reply) => {
       const csrfToken = csrfTokenOf(cookieValue(request.headers.cookie, SESSION_COOKIE) as string)
       return send(request, reply, 200, sessionView(request.portalSession as PortalSession, request.principal as Principal, csrfToken, events))
+    })
+
+    if (credentials === undefined) return
+
+    // The credential's requests per day and route by status class, as `keys usage` counts
+    // them (docs/operations.md, "Reading usage and the audit trail"): the usage screen's chart and table.
+    app.get(portalPolicies.usage.path, sessionRoute(portalPolicies.usage), async (request, reply) => {
+      const session = request.portalSession as PortalSession
+      const { id: _id, ...usage } = await credentialCall(() => credentials.usageOf(session.credentialId, USAGE_DAYS))
+      return send(request, reply, 200, usage)
+    })
+
+    // Rolling the key as `keys roll` does, with the default overlap: the new secret once, and
+    // when the previous one stops working. Audited with the session as its actor.
+    app.post(portalPolicies.roll.path, sessionRoute(portalPolicies.roll, 'roll_credential'), async (request, reply) => {
+      bodyOf(request, [])
+      const session = request.portalSession as PortalSession
+      const rolled = await credentialCall(() => credentials.roll(session.credentialId, DEFAULT_OVERLAP_MS, `portal:${session.id}`))
+      return send(request, reply, 201, rolled)
     })
   }
 }

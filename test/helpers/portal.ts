@@ -20,8 +20,8 @@ export interface PortalGateway {
   adminUrl: string
 }
 
-export async function startPortalGateway(config: Partial<FileConfigInput> = {}): Promise<PortalGateway> {
-  const t = await TestGateway.start({ env: { ADMIN_TOKEN }, config: { ...webhookConfig(), ...config } })
+export async function startPortalGateway(config: Partial<FileConfigInput> = {}, env: NodeJS.ProcessEnv = {}): Promise<PortalGateway> {
+  const t = await TestGateway.start({ env: { ADMIN_TOKEN, ...env }, config: { ...webhookConfig(), ...config } })
   await t.gateway.admin.listen({ port: 0, host: '127.0.0.1' })
   return { t, adminUrl: `http://127.0.0.1:${(t.gateway.admin.server.address() as { port: number }).port}` }
 }
