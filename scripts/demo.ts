@@ -134,6 +134,13 @@ if (gateway.deliveries !== undefined) {
   receiver.addSecret(endpoint.secret)
   endpointId = endpoint.id
 }
+// The demo key's portal (with Redis: its sessions live there): a link with every capability,
+// at this demo's own address rather than the brand's portal origin, which the demo does not serve.
+let portalLink: string | undefined
+if (gateway.portal !== undefined) {
+  const link = await gateway.portal.createLink(record.id, { capabilities: ['manage_webhooks', 'replay', 'roll_credential'], label: 'npm run demo' }, 'npm run demo')
+  portalLink = `http://localhost:${port}/portal/enter${new URL(link.url).hash}`
+}
 const someId = String(pms.hotels.find((h) => h.chain_code === 'ACME' && h.lifecycle === 'LIVE')?.hotel_uuid)
 const someGuest = generateGuests('acme')[0]?.id as string
 const base = `http://localhost:${port}`
@@ -185,6 +192,13 @@ if (receiver !== undefined && endpointId !== undefined) {
   say('(events.allowHttp and events.allowPrivateTargets are on in the demo only: a real endpoint is https and outside our network.)')
 } else {
   say('Webhooks need Redis (their queue lives there): start one and run the demo again to see deliveries.')
+}
+say()
+if (portalLink !== undefined) {
+  say('The partner portal of the demo key (open it once in a browser; the link works a single time, for 24 hours):')
+  say(portalLink)
+} else {
+  say('The partner portal needs Redis (its sessions live there): start one and run the demo again for a portal link.')
 }
 say()
 say('Ctrl-C stops it.')

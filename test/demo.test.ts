@@ -127,9 +127,32 @@ describe('npm run demo', () => {
     })
   })
 
+  it('with Redis: prints a portal link of the demo key that opens one session, once', async () => {
+    await demo({ REDIS_URL, REDIS_PREFIX: prefix }, async (printed) => {
+      const lines = printed.split('\n')
+      const link = lines[lines.findIndex((l) => l.startsWith('The partner portal of the demo key')) + 1] as string
+      const match = /^(http:\/\/localhost:\d+)\/portal\/enter#([A-Za-z0-9_-]{43})$/.exec(link)
+      expect(match).not.toBeNull()
+      const [, base, token] = match as unknown as [string, string, string]
+      const enter = async () => {
+        const res = await fetch(`${base}/portal/session`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ token }) })
+        return { status: res.status, body: await res.json() as { data?: { capabilities: string[]; label: string }; code?: string } }
+      }
+      const first = await enter()
+      expect({ status: first.status, capabilities: first.body.data?.capabilities, label: first.body.data?.label })
+        .toEqual({ status: 201, capabilities: ['view', 'manage_webhooks', 'replay', 'roll_credential'], label: 'npm run demo' })
+      const second = await enter()
+      expect({ status: second.status, code: second.body.code }).toEqual({ status: 401, code: 'PORTAL_SESSION_INVALID' })
+      // The page the link opens is served.
+      const page = await fetch(`${base}/portal/enter`, { headers: { accept: 'text/html' } })
+      expect({ status: page.status, type: page.headers.get('content-type') }).toEqual({ status: 200, type: 'text/html; charset=utf-8' })
+    })
+  })
+
   it('without Redis: says so plainly and serves from an in-memory key store', async () => {
     await demo({ REDIS_URL: 'redis://127.0.0.1:1' }, async (printed) => {
       expect(printed).toContain('No Redis answers at redis://127.0.0.1:1: this demo keeps its key and rate limits in memory.')
+      expect(printed).toContain('The partner portal needs Redis (its sessions live there): start one and run the demo again for a portal link.')
       const one = await curl(printed, '/v1/properties/') as { data: { object: string; id: string } }
       expect(one.data.object).toBe('property')
       const refused = await curl(printed, 'per_page') as { code: string; errors: { detail: string }[] }
