@@ -34,6 +34,7 @@ import { PortalSessionStore } from './portal/store.js'
 import { VERSION } from './version.js'
 import { Deliveries, type DeliveriesOptions } from './webhooks/deliveries.js'
 import { EndpointStore } from './webhooks/endpoints.js'
+import { RecoveryStore } from './webhooks/recoveries.js'
 import { webhookEndpointRoutes } from './webhooks/routes.js'
 import { DEVELOPMENT_KEY, SecretBox } from './webhooks/secrets.js'
 import { WebhookEndpoints } from './webhooks/service.js'
@@ -194,6 +195,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       userAgent: `partner-gateway/${VERSION} webhooks`,
       onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),
       onSecretUnreadable,
+      recoveries: new RecoveryStore(redis, endpointStore),
       ...(tracing === undefined ? {} : { tracing }),
       ...options.webhookHooks,
     })

@@ -103,9 +103,11 @@ describe('the OpenAPI document', () => {
               'guests:write': 'Create, change and delete guests: POST /v1/guests, PATCH /v1/guests/{guestId}',
               'properties:read': 'Read properties: GET /v1/properties, GET /v1/properties/{propertyId}; events property.updated',
               'rooms:read': 'Read rooms: GET /v1/rooms',
-              'webhooks:read': 'Read webhooks: GET /v1/webhook-endpoints, GET /v1/webhook-endpoints/{endpointId}, GET /v1/webhook-endpoints/{endpointId}/deliveries',
+              'webhooks:read': 'Read webhooks: GET /v1/webhook-endpoints, GET /v1/webhook-endpoints/{endpointId}, GET /v1/webhook-endpoints/{endpointId}/deliveries,'
+                + ' GET /v1/webhook-endpoints/{endpointId}/recoveries, GET /v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}',
               'webhooks:write': 'Create, change and delete webhooks: POST /v1/webhook-endpoints, PATCH /v1/webhook-endpoints/{endpointId}, DELETE /v1/webhook-endpoints/{endpointId},'
-                + ' POST /v1/webhook-endpoints/{endpointId}/rotate-secret, POST /v1/webhook-endpoints/{endpointId}/test, POST /v1/events/{eventId}/redeliver',
+                + ' POST /v1/webhook-endpoints/{endpointId}/rotate-secret, POST /v1/webhook-endpoints/{endpointId}/test, POST /v1/events/{eventId}/redeliver,'
+                + ' POST /v1/webhook-endpoints/{endpointId}/recover, DELETE /v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}',
             },
           },
         },
@@ -122,6 +124,8 @@ describe('the OpenAPI document', () => {
       'PATCH /v1/webhook-endpoints/{endpointId}': 'webhooks:write', 'DELETE /v1/webhook-endpoints/{endpointId}': 'webhooks:write',
       'POST /v1/webhook-endpoints/{endpointId}/rotate-secret': 'webhooks:write', 'POST /v1/webhook-endpoints/{endpointId}/test': 'webhooks:write',
       'GET /v1/webhook-endpoints/{endpointId}/deliveries': 'webhooks:read', 'POST /v1/events/{eventId}/redeliver': 'webhooks:write',
+      'POST /v1/webhook-endpoints/{endpointId}/recover': 'webhooks:write', 'GET /v1/webhook-endpoints/{endpointId}/recoveries': 'webhooks:read',
+      'GET /v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}': 'webhooks:read', 'DELETE /v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}': 'webhooks:write',
     }
     const documented = Object.fromEntries(Object.entries(paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op])))
     expect(documented['GET /v1/health']?.security).toEqual([])

@@ -37,6 +37,9 @@ export type ListWebhookEndpointsQuery = QueryOf<operations['listWebhookEndpoints
 export type ListWebhookDeliveriesQuery = QueryOf<operations['listWebhookEndpointDeliveries']>
 export type CreateWebhookEndpointBody = BodyOf<operations['createWebhookEndpoint']>
 export type UpdateWebhookEndpointBody = BodyOf<operations['updateWebhookEndpoint']>
+export type WebhookRecovery = components['schemas']['WebhookRecovery']
+export type RecoverWebhookEndpointBody = BodyOf<operations['recoverWebhookEndpoint']>
+export type ListWebhookRecoveriesQuery = QueryOf<operations['listWebhookRecoveries']>
 export type UpdateGuestBody = BodyOf<operations['updateGuestsByGuestId']>
 
 interface CommonOptions {
@@ -249,6 +252,22 @@ export class PartnerClient {
     /** `POST /v1/events/{eventId}/redeliver`: queues a new delivery of a retained event to one of the credential's endpoints. */
     redeliver: (eventId: string, endpointId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['redeliverEvent']>>> =>
       this.send('POST', '/v1/events/{eventId}/redeliver', (a) => this.api.POST('/v1/events/{eventId}/redeliver', { params: { path: { eventId }, header: this.ua }, body: { endpointId }, ...a }), options),
+    /**
+     * `POST …/recover`, with an `Idempotency-Key`: after an outage, the events of a time range
+     * the endpoint did not receive (or all of them, `include: 'all'`) sent again, oldest first;
+     * 202 with the recovery, whose counts `recovery` follows.
+     */
+    recover: (endpointId: string, body: RecoverWebhookEndpointBody, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['recoverWebhookEndpoint']>>> =>
+      this.send('POST', '/v1/webhook-endpoints/{endpointId}/recover', (a) => this.api.POST('/v1/webhook-endpoints/{endpointId}/recover', { params: { path: { endpointId }, header: this.ua }, body, ...a }), options),
+    /** `GET …/recoveries`: one page of its recoveries of the last 7 days, newest first. */
+    recoveries: (endpointId: string, query: ListWebhookRecoveriesQuery = {}, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['listWebhookRecoveries']>>> =>
+      this.send('GET', '/v1/webhook-endpoints/{endpointId}/recoveries', (a) => this.api.GET('/v1/webhook-endpoints/{endpointId}/recoveries', { params: { path: { endpointId }, query, header: this.ua }, ...a }), options),
+    /** `GET …/recoveries/{recoveryId}`: one recovery, with its counts so far. */
+    recovery: (endpointId: string, recoveryId: string, options?: CallOptions): Promise<AnswerOf<OkBodyOf<operations['getWebhookRecovery']>>> =>
+      this.send('GET', '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}', (a) => this.api.GET('/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}', { params: { path: { endpointId, recoveryId }, header: this.ua }, ...a }), options),
+    /** `DELETE …/recoveries/{recoveryId}`: what it has not sent yet is not sent. */
+    cancelRecovery: (endpointId: string, recoveryId: string, options?: CallOptions): Promise<ApiResponse<undefined>> =>
+      this.send('DELETE', '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}', (a) => this.api.DELETE('/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}', { params: { path: { endpointId, recoveryId }, header: this.ua }, ...a }), options),
   }
 
   readonly guests = {

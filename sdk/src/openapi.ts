@@ -343,6 +343,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook-endpoints/{endpointId}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Recover webhook endpoint
+         * @description Webhook endpoints belong to the credential that made them; another credential's are not found (404 `WEBHOOK_ENDPOINT_NOT_FOUND`). Deliveries are signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`, `webhook-signature`); see the partner guide, "Webhooks".
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     Takes a JSON body of at most 65536 bytes.
+         *
+         *     Safe to retry with an `Idempotency-Key` (optional): the first answer (a success or the service's 4xx) is kept and replayed to a retry with the same key and the same request; `409 IDEMPOTENCY_KEY_IN_USE` while the first is in flight, `422 IDEMPOTENCY_KEY_REUSED` for the same key on another request.
+         *
+         *     Needs the scope `webhooks:write`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        post: operations["recoverWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{endpointId}/recoveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook recoveries
+         * @description Webhook endpoints belong to the credential that made them; another credential's are not found (404 `WEBHOOK_ENDPOINT_NOT_FOUND`). Deliveries are signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`, `webhook-signature`); see the partner guide, "Webhooks".
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         *
+         *     Needs the scope `webhooks:read`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        get: operations["listWebhookRecoveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get webhook recovery
+         * @description Webhook endpoints belong to the credential that made them; another credential's are not found (404 `WEBHOOK_ENDPOINT_NOT_FOUND`). Deliveries are signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`, `webhook-signature`); see the partner guide, "Webhooks".
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     `HEAD` answers as `GET` does, without the body.
+         *
+         *     Needs the scope `webhooks:read`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        get: operations["getWebhookRecovery"];
+        put?: never;
+        post?: never;
+        /**
+         * Cancel webhook recovery
+         * @description Webhook endpoints belong to the credential that made them; another credential's are not found (404 `WEBHOOK_ENDPOINT_NOT_FOUND`). Deliveries are signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`, `webhook-signature`); see the partner guide, "Webhooks".
+         *
+         *     Brand-wide: the host name selects the brand; no `Service-Property-Id`.
+         *
+         *     Needs the scope `webhooks:write`: an API key or access token without it is answered 403 `INSUFFICIENT_SCOPE`.
+         */
+        delete: operations["cancelWebhookRecovery"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/guests": {
         parameters: {
             query?: never;
@@ -650,6 +738,55 @@ export interface components {
         WebhookRedelivery: {
             /** @description The endpoint's id. */
             endpointId: string;
+        };
+        WebhookRecovery: {
+            /** @description The recovery's id. */
+            id: string;
+            /** @description The endpoint's id. */
+            endpointId: string;
+            /** @description The start of the time range (included). */
+            since: string;
+            /** @description The end of the time range (included). */
+            until: string;
+            /**
+             * @description `failed`: the events whose delivery did not succeed; `all`: every event the endpoint was subscribed to.
+             * @enum {string}
+             */
+            include: "failed" | "all";
+            /** @enum {string} */
+            status: "running" | "done" | "cancelled";
+            /** @description The events it sends, chosen when it was asked for. */
+            queued: number;
+            /** @description Sent and answered 2xx so far. */
+            delivered: number;
+            /** @description Sent (once each) without a 2xx, or not sent because the endpoint was deleted or disabled, or its credential may not see the event any more. */
+            failed: number;
+            createdAt: string;
+        };
+        WebhookRecoveryResponse: {
+            data: components["schemas"]["WebhookRecovery"];
+            meta: components["schemas"]["Meta"];
+        };
+        WebhookRecoveryListResponse: {
+            data: components["schemas"]["WebhookRecovery"][];
+            meta: components["schemas"]["CollectionMeta"];
+        };
+        WebhookRecoveryCreate: {
+            /**
+             * Format: date-time
+             * @description RFC 3339; within the events' retention (30 days unless your operator set otherwise).
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, not in the future; default: the time of the request.
+             */
+            until?: string;
+            /**
+             * @default failed
+             * @enum {string}
+             */
+            include: "failed" | "all";
         };
         NoFields: Record<string, unknown>;
         /** @description The service's own answer, passed on unchanged: an envelope of `data` and `meta` */
@@ -7333,6 +7470,1819 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
                     "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    recoverWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Optional; send one to make retries safe. A key you choose for this request (a UUID is a good one), sent again unchanged with every retry of the same request: the first answer is kept and replayed to the retries (with `Idempotent-Replayed: true`) instead of the request being done twice. Bare or in double quotes (an RFC 9651 string); 1 to 255 visible ASCII characters but `"` and `\`; sent once. */
+                "Idempotency-Key"?: string;
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path: {
+                /** @description `we_` and 26 characters. */
+                endpointId: string;
+            };
+            cookie?: never;
+        };
+        /** @description JSON, at most 65536 bytes. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookRecoveryCreate"];
+            };
+        };
+        responses: {
+            /** @description The recovery, running: its events are being sent, oldest first. */
+            202: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookRecoveryResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_PATH_PARAMETER`](errors/invalid-path-parameter.html): Invalid path parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_JSON`](errors/malformed-json.html): Malformed JSON
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             *     - [`UNKNOWN_BODY_FIELD`](errors/unknown-body-field.html): Unknown body field
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_PATH_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_JSON" | "MALFORMED_REQUEST" | "UNKNOWN_BODY_FIELD";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /**
+             * @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found
+             *     - [`WEBHOOK_ENDPOINT_NOT_FOUND`](errors/webhook-endpoint-not-found.html): Webhook endpoint not found
+             */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND" | "WEBHOOK_ENDPOINT_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /**
+             * @description - [`IDEMPOTENCY_KEY_IN_USE`](errors/idempotency-key-in-use.html): Idempotency key in use
+             *     - [`WEBHOOK_RECOVERY_IN_PROGRESS`](errors/webhook-recovery-in-progress.html): Webhook recovery in progress
+             */
+            409: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 409;
+                        /** @enum {unknown} */
+                        code?: "IDEMPOTENCY_KEY_IN_USE" | "WEBHOOK_RECOVERY_IN_PROGRESS";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`UNSUPPORTED_MEDIA_TYPE`](errors/unsupported-media-type.html): Unsupported media type */
+            415: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 415;
+                        /** @enum {unknown} */
+                        code?: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /**
+             * @description - [`IDEMPOTENCY_KEY_REUSED`](errors/idempotency-key-reused.html): Idempotency key reused
+             *     - [`VALIDATION_FAILED`](errors/validation-failed.html): Validation failed
+             */
+            422: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 422;
+                        /** @enum {unknown} */
+                        code?: "IDEMPOTENCY_KEY_REUSED" | "VALIDATION_FAILED";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description `true` on an answer replayed from an earlier request with the same `Idempotency-Key` (same status, body and passed-on headers; the gateway's own headers are fresh). */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    listWebhookRecoveries: {
+        parameters: {
+            query?: {
+                /** @description Digits only. */
+                page?: number;
+                /** @description Digits only. */
+                perPage?: number;
+            };
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path: {
+                /** @description `we_` and 26 characters. */
+                endpointId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the endpoint's recoveries of the last 7 days, newest first, with the pagination. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookRecoveryListResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_QUERY_PARAMETER`](errors/invalid-query-parameter.html): Invalid query parameter
+             *     - [`INVALID_PATH_PARAMETER`](errors/invalid-path-parameter.html): Invalid path parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_QUERY_PARAMETER" | "INVALID_PATH_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /**
+             * @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found
+             *     - [`WEBHOOK_ENDPOINT_NOT_FOUND`](errors/webhook-endpoint-not-found.html): Webhook endpoint not found
+             */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND" | "WEBHOOK_ENDPOINT_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    getWebhookRecovery: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path: {
+                /** @description `we_` and 26 characters. */
+                endpointId: string;
+                /** @description `wr_` and 26 characters. */
+                recoveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recovery, with its counts so far. */
+            200: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookRecoveryResponse"];
+                };
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_PATH_PARAMETER`](errors/invalid-path-parameter.html): Invalid path parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_PATH_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /**
+             * @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found
+             *     - [`WEBHOOK_ENDPOINT_NOT_FOUND`](errors/webhook-endpoint-not-found.html): Webhook endpoint not found
+             *     - [`WEBHOOK_RECOVERY_NOT_FOUND`](errors/webhook-recovery-not-found.html): Webhook recovery not found
+             */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND" | "WEBHOOK_ENDPOINT_NOT_FOUND" | "WEBHOOK_RECOVERY_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 431;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_HEADERS_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`INTERNAL_ERROR`](errors/internal-error.html): Internal server error */
+            500: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 500;
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description - [`SERVICE_UNAVAILABLE`](errors/service-unavailable.html): Service unavailable */
+            503: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 503;
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    cancelWebhookRecovery: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Names your integration and its version, e.g. `acme-channel-sync/2.3`: 3 to 255 printable ASCII characters. */
+                "User-Agent": components["parameters"]["UserAgent"];
+                /** @description Your own id for this request; echoed on successes. */
+                "Service-Correlation-Id"?: components["parameters"]["ServiceCorrelationId"];
+                /** @description W3C Trace Context: a valid one continues your trace; anything else starts a new one (never an error). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state; passed along with a valid `traceparent`. */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
+            path: {
+                /** @description `we_` and 26 characters. */
+                endpointId: string;
+                /** @description `wr_` and 26 characters. */
+                recoveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Correlation-Id": components["headers"]["ServiceCorrelationId"];
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description - [`UNKNOWN_QUERY_PARAMETER`](errors/unknown-query-parameter.html): Unknown query parameter
+             *     - [`INVALID_PATH_PARAMETER`](errors/invalid-path-parameter.html): Invalid path parameter
+             *     - [`TRAILING_SLASH_NOT_ALLOWED`](errors/trailing-slash-not-allowed.html): Trailing slash not allowed
+             *     - [`PATH_CASE_MISMATCH`](errors/path-case-mismatch.html): Path case mismatch
+             *     - [`MISSING_REQUIRED_HEADER`](errors/missing-required-header.html): Missing required header
+             *     - [`INVALID_HEADER`](errors/invalid-header.html): Invalid header
+             *     - [`HEADER_NOT_ALLOWED`](errors/header-not-allowed.html): Header not allowed
+             *     - [`UNEXPECTED_BODY`](errors/unexpected-body.html): Unexpected request body
+             *     - [`MALFORMED_REQUEST`](errors/malformed-request.html): Malformed request
+             */
+            400: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 400;
+                        /** @enum {unknown} */
+                        code?: "UNKNOWN_QUERY_PARAMETER" | "INVALID_PATH_PARAMETER" | "TRAILING_SLASH_NOT_ALLOWED" | "PATH_CASE_MISMATCH" | "MISSING_REQUIRED_HEADER" | "INVALID_HEADER" | "HEADER_NOT_ALLOWED" | "UNEXPECTED_BODY" | "MALFORMED_REQUEST";
+                    };
+                };
+            };
+            /**
+             * @description - [`MISSING_AUTH_HEADER`](errors/missing-auth-header.html): Missing Authorization header
+             *     - [`INVALID_AUTH_HEADER`](errors/invalid-auth-header.html): Invalid Authorization header
+             *     - [`INVALID_API_KEY`](errors/invalid-api-key.html): Invalid API key
+             *     - [`API_KEY_EXPIRED`](errors/api-key-expired.html): API key expired
+             *     - [`INVALID_ACCESS_TOKEN`](errors/invalid-access-token.html): Invalid access token
+             *     - [`ACCESS_TOKEN_EXPIRED`](errors/access-token-expired.html): Access token expired
+             */
+            401: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The Bearer challenge (RFC 6750): `Bearer` alone for a missing header or an API key; `Bearer error="invalid_token", error_description="…"` for a refused access token. */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 401;
+                        /** @enum {unknown} */
+                        code?: "MISSING_AUTH_HEADER" | "INVALID_AUTH_HEADER" | "INVALID_API_KEY" | "API_KEY_EXPIRED" | "INVALID_ACCESS_TOKEN" | "ACCESS_TOKEN_EXPIRED";
+                    };
+                };
+            };
+            /**
+             * @description - [`API_KEY_SUSPENDED`](errors/api-key-suspended.html): API key suspended
+             *     - [`BRAND_ACCESS_DENIED`](errors/brand-access-denied.html): Brand access denied
+             *     - [`INSUFFICIENT_SCOPE`](errors/insufficient-scope.html): Insufficient scope
+             *     - [`CLIENT_NOT_REGISTERED`](errors/client-not-registered.html): Client not registered
+             *     - [`CLIENT_SUSPENDED`](errors/client-suspended.html): Client suspended
+             *     - [`IP_NOT_ALLOWED`](errors/ip-not-allowed.html): IP address not allowed
+             */
+            403: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description With `INSUFFICIENT_SCOPE` only: `Bearer error="insufficient_scope", scope="<the scope>"` (RFC 6750). */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 403;
+                        /** @enum {unknown} */
+                        code?: "API_KEY_SUSPENDED" | "BRAND_ACCESS_DENIED" | "INSUFFICIENT_SCOPE" | "CLIENT_NOT_REGISTERED" | "CLIENT_SUSPENDED" | "IP_NOT_ALLOWED";
+                    };
+                };
+            };
+            /**
+             * @description - [`ROUTE_NOT_FOUND`](errors/route-not-found.html): Not found
+             *     - [`WEBHOOK_ENDPOINT_NOT_FOUND`](errors/webhook-endpoint-not-found.html): Webhook endpoint not found
+             *     - [`WEBHOOK_RECOVERY_NOT_FOUND`](errors/webhook-recovery-not-found.html): Webhook recovery not found
+             */
+            404: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 404;
+                        /** @enum {unknown} */
+                        code?: "ROUTE_NOT_FOUND" | "WEBHOOK_ENDPOINT_NOT_FOUND" | "WEBHOOK_RECOVERY_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description - [`METHOD_NOT_ALLOWED`](errors/method-not-allowed.html): Method not allowed */
+            405: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description The methods the path takes. */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 405;
+                        /** @enum {unknown} */
+                        code?: "METHOD_NOT_ALLOWED";
+                    };
+                };
+            };
+            /** @description - [`NOT_ACCEPTABLE`](errors/not-acceptable.html): Not acceptable */
+            406: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 406;
+                        /** @enum {unknown} */
+                        code?: "NOT_ACCEPTABLE";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_TIMEOUT`](errors/request-timeout.html): Request timeout */
+            408: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 408;
+                        /** @enum {unknown} */
+                        code?: "REQUEST_TIMEOUT";
+                    };
+                };
+            };
+            /** @description - [`PAYLOAD_TOO_LARGE`](errors/payload-too-large.html): Payload too large */
+            413: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 413;
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description - [`URI_TOO_LONG`](errors/uri-too-long.html): URI too long */
+            414: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 414;
+                        /** @enum {unknown} */
+                        code?: "URI_TOO_LONG";
+                    };
+                };
+            };
+            /** @description - [`RATE_LIMITED`](errors/rate-limited.html): Too many requests */
+            429: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDetails"] & {
+                        /** @constant */
+                        status?: 429;
+                        /** @enum {unknown} */
+                        code?: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description - [`REQUEST_HEADERS_TOO_LARGE`](errors/request-headers-too-large.html): Request header fields too large */
+            431: {
+                headers: {
+                    /** @description Unique id of this request; quote it to support. */
+                    "Service-Request-Id": string;
+                    /** @description Always `nosniff`. */
+                    "X-Content-Type-Options": "nosniff";
+                    /** @description Always `no-store`. */
+                    "Cache-Control": "no-store";
+                    "Service-Credential-Expires": components["headers"]["ServiceCredentialExpires"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {

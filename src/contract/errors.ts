@@ -127,6 +127,10 @@ export const errorCatalog = {
     status: 404, title: 'Webhook endpoint not found',
     tip: 'Use an id returned by GET /v1/webhook-endpoints with this credential; each credential sees only the endpoints it created.',
   },
+  WEBHOOK_RECOVERY_NOT_FOUND: {
+    status: 404, title: 'Webhook recovery not found',
+    tip: 'List the endpoint\'s recoveries (GET /v1/webhook-endpoints/{endpointId}/recoveries) for the ids it has; recoveries are kept 7 days, and go with their endpoint.',
+  },
   METHOD_NOT_ALLOWED: {
     status: 405, title: 'Method not allowed',
     tip: 'Use one of the methods in the `Allow` header.',
@@ -146,6 +150,10 @@ export const errorCatalog = {
   WEBHOOK_ENDPOINT_LIMIT_REACHED: {
     status: 409, title: 'Webhook endpoint limit reached',
     tip: 'This credential has as many webhook endpoints as it may; delete one it no longer needs, or subscribe an existing endpoint to more event types.',
+  },
+  WEBHOOK_RECOVERY_IN_PROGRESS: {
+    status: 409, title: 'Webhook recovery in progress',
+    tip: 'An endpoint runs one recovery at a time: follow the running one named in `detail` until it is `done`, or cancel it with DELETE, then ask again.',
   },
   ROUTE_RETIRED: {
     status: 410, title: 'Route retired',

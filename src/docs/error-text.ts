@@ -52,6 +52,8 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   // Webhooks.
   WEBHOOK_ENDPOINT_NOT_FOUND: 'No webhook endpoint of your credential has this id: it was deleted, never existed, or belongs to another credential (endpoints belong to the credential that made them).',
   WEBHOOK_ENDPOINT_LIMIT_REACHED: 'Your credential has as many webhook endpoints as it may (10 unless your operator set otherwise); delete one, or subscribe an existing endpoint to more types.',
+  WEBHOOK_RECOVERY_NOT_FOUND: 'No recovery of this webhook endpoint has this id: it is older than 7 days, was never made, or belongs to another endpoint (recoveries go with the endpoint they were made for).',
+  WEBHOOK_RECOVERY_IN_PROGRESS: 'A recovery was asked for while another one of the same endpoint is still running; an endpoint runs one recovery at a time, and `detail` names the running one.',
   CREDENTIAL_NOT_FOUND: 'The credentials API of the admin port was asked about an id that no API key or client grant has (never issued, or revoked).',
   // The partner portal.
   PORTAL_SESSION_INVALID: 'A request of the partner portal came with no session, or with one that is not valid: the link was used already, has expired or is unknown, or the session ended (logged out, ended by an operator, or its credential suspended, revoked or expired). The page then says to ask the operator for a new link.',

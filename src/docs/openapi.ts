@@ -8,7 +8,7 @@ import { OK, UNHEALTHY } from '../health.js'
 import { CORRELATION_ID_PATTERN } from '../http/request-context.js'
 import { USER_AGENT, UUID } from '../pipeline/headers.js'
 import { ulidPattern } from '../pipeline/parameters.js'
-import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, webhookRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type Deprecation, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
+import { BODY_METHODS, builtInRoutes, ENDPOINT_ID_PREFIX, EVENT_ID_PREFIX, RECOVERY_ID_PREFIX, webhookRoutes, idempotencyOf, PLAIN_STRING, knownScopes, scopeOf, type Deprecation, type IdempotencyRule, type Method, type PathParamRule, type QueryRule, type RoutePolicy } from '../routes/policy.js'
 import { errorStatusesOf, publicRoutes, successOf } from './responses.js'
 import { whenItHappens } from './error-text.js'
 
@@ -173,6 +173,7 @@ const WEBHOOK_BODIES: Record<string, { schema: string; required: boolean }> = {
   [`POST ${webhookRoutes.rotateWebhookSecret.path}`]: { schema: 'NoFields', required: false },
   [`POST ${webhookRoutes.testWebhookEndpoint.path}`]: { schema: 'NoFields', required: false },
   [`POST ${webhookRoutes.redeliverEvent.path}`]: { schema: 'WebhookRedelivery', required: true },
+  [`POST ${webhookRoutes.recoverWebhookEndpoint.path}`]: { schema: 'WebhookRecoveryCreate', required: true },
 }
 
 function webhookSchemas(types: readonly string[]): JsonObject {
@@ -223,6 +224,30 @@ function webhookSchemas(types: readonly string[]): JsonObject {
       properties: { url, eventTypes, description, status: { type: 'string', enum: ['enabled', 'disabled'], description: '`enabled` turns a disabled endpoint on again.' } },
     },
     WebhookRedelivery: { type: 'object', additionalProperties: false, required: ['endpointId'], properties: { endpointId } },
+    WebhookRecovery: {
+      type: 'object', additionalProperties: false, required: ['id', 'endpointId', 'since', 'until', 'include', 'status', 'queued', 'delivered', 'failed', 'createdAt'],
+      properties: {
+        id: { type: 'string', pattern: ulidPattern(RECOVERY_ID_PREFIX).source, description: 'The recovery\'s id.' }, endpointId,
+        since: { type: 'string', pattern: UTC_MILLIS.source, description: 'The start of the time range (included).' },
+        until: { type: 'string', pattern: UTC_MILLIS.source, description: 'The end of the time range (included).' },
+        include: { type: 'string', enum: ['failed', 'all'], description: '`failed`: the events whose delivery did not succeed; `all`: every event the endpoint was subscribed to.' },
+        status: { type: 'string', enum: ['running', 'done', 'cancelled'] },
+        queued: { type: 'integer', minimum: 0, description: 'The events it sends, chosen when it was asked for.' },
+        delivered: { type: 'integer', minimum: 0, description: 'Sent and answered 2xx so far.' },
+        failed: { type: 'integer', minimum: 0, description: 'Sent (once each) without a 2xx, or not sent because the endpoint was deleted or disabled, or its credential may not see the event any more.' },
+        createdAt: { type: 'string', pattern: UTC_MILLIS.source },
+      },
+    },
+    WebhookRecoveryResponse: envelope(schemaRef('WebhookRecovery')),
+    WebhookRecoveryListResponse: envelope({ type: 'array', items: schemaRef('WebhookRecovery') }, true),
+    WebhookRecoveryCreate: {
+      type: 'object', additionalProperties: false, required: ['since'],
+      properties: {
+        since: { type: 'string', format: 'date-time', description: 'RFC 3339; within the events\' retention (30 days unless your operator set otherwise).' },
+        until: { type: 'string', format: 'date-time', description: 'RFC 3339, not in the future; default: the time of the request.' },
+        include: { type: 'string', enum: ['failed', 'all'], default: 'failed' },
+      },
+    },
     NoFields: { type: 'object', additionalProperties: false, properties: {} },
   }
 }
@@ -494,6 +519,13 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
       return [['200', { description: 'One page of the endpoint\'s attempts of the last 7 days, newest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('WebhookAttemptListResponse')) }]]
     case 'webhookQueued':
       return [['202', { description: 'The delivery is queued.', headers: headersOf(policy, 202), content: json(schemaRef(success.schema)) }]]
+    case 'webhookRecovery':
+      return [[String(success.status), {
+        description: success.status === 202 ? 'The recovery, running: its events are being sent, oldest first.' : 'The recovery, with its counts so far.',
+        headers: headersOf(policy, success.status), content: json(schemaRef('WebhookRecoveryResponse')),
+      }]]
+    case 'webhookRecoveries':
+      return [['200', { description: 'One page of the endpoint\'s recoveries of the last 7 days, newest first, with the pagination.', headers: headersOf(policy, 200), content: json(schemaRef('WebhookRecoveryListResponse')) }]]
     case 'noContent':
       return [['204', { description: 'Done; no body.', headers: headersOf(policy, 204) }]]
     case 'service': {
@@ -531,6 +563,9 @@ const WEBHOOK_OPERATIONS: Record<string, Partial<Record<Method, string>>> = {
   [webhookRoutes.testWebhookEndpoint.path]: { POST: 'testWebhookEndpoint' },
   [webhookRoutes.listWebhookDeliveries.path]: { GET: 'listWebhookEndpointDeliveries' },
   [webhookRoutes.redeliverEvent.path]: { POST: 'redeliverEvent' },
+  [webhookRoutes.recoverWebhookEndpoint.path]: { POST: 'recoverWebhookEndpoint' },
+  [webhookRoutes.listWebhookRecoveries.path]: { GET: 'listWebhookRecoveries' },
+  [webhookRoutes.webhookRecovery.path]: { GET: 'getWebhookRecovery', DELETE: 'cancelWebhookRecovery' },
 }
 
 /** Unique per operation: a path with several methods has one id per method. */

@@ -79,6 +79,8 @@ const conditional: Partial<Record<ErrorCode, Condition>> = {
   VALIDATION_FAILED: (p, m) => isWebhookRoute(p) && takesBody(p, m),
   WEBHOOK_ENDPOINT_NOT_FOUND: namesEndpoint,
   WEBHOOK_ENDPOINT_LIMIT_REACHED: (p, m) => p.path === webhookRoutes.webhookEndpoints.path && m === 'POST',
+  WEBHOOK_RECOVERY_NOT_FOUND: (p) => p.path === webhookRoutes.webhookRecovery.path,
+  WEBHOOK_RECOVERY_IN_PROGRESS: (p) => p.path === webhookRoutes.recoverWebhookEndpoint.path,
   ...Object.fromEntries([...ADMIN_PORT_CODES, ...PORTAL_CODES].map((code) => [code, () => false])),
 }
 
@@ -115,6 +117,9 @@ export type Success =
   | { kind: 'webhookEndpoints' }
   | { kind: 'webhookDeliveries' }
   | { kind: 'webhookQueued'; schema: 'WebhookTestQueued' | 'WebhookRedeliveryQueued' }
+  /** A recovery (202 when it was just asked for), or a page of them. */
+  | { kind: 'webhookRecovery'; status: 200 | 202 }
+  | { kind: 'webhookRecoveries' }
   | { kind: 'noContent' }
   /** A declared route: the service's own JSON, passed on. */
   | { kind: 'service'; status: number }
@@ -133,6 +138,9 @@ export function successOf(policy: RoutePolicy, method: Method): Success {
     if (policy.path === w.testWebhookEndpoint.path) return { kind: 'webhookQueued', schema: 'WebhookTestQueued' }
     if (policy.path === w.redeliverEvent.path) return { kind: 'webhookQueued', schema: 'WebhookRedeliveryQueued' }
     if (policy.path === w.listWebhookDeliveries.path) return { kind: 'webhookDeliveries' }
+    if (policy.path === w.recoverWebhookEndpoint.path) return { kind: 'webhookRecovery', status: 202 }
+    if (policy.path === w.listWebhookRecoveries.path) return { kind: 'webhookRecoveries' }
+    if (policy.path === w.webhookRecovery.path) return method === 'DELETE' ? { kind: 'noContent' } : { kind: 'webhookRecovery', status: 200 }
     return { kind: 'properties' }
   }
   return { kind: 'service', status: method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200 }

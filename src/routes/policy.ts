@@ -272,6 +272,8 @@ export const builtInRoutes = {
 
 /** The prefix of a webhook endpoint's id. */
 export const ENDPOINT_ID_PREFIX = 'we_'
+/** The prefix of a webhook recovery's id. */
+export const RECOVERY_ID_PREFIX = 'wr_'
 
 const WEBHOOK_BODY: RoutePolicy['body'] = { maxBytes: 64 * 1024 }
 const endpointParam: ParamsSpec = { endpointId: { type: 'ulid', prefix: ENDPOINT_ID_PREFIX } }
@@ -302,6 +304,19 @@ export const webhookRoutes = {
   redeliverEvent: {
     kind: 'facade', path: '/v1/events/{eventId}/redeliver', methods: ['POST'], scope: 'brand', auth: true,
     query: {}, pathParams: { eventId: { type: 'ulid', prefix: EVENT_ID_PREFIX } }, body: WEBHOOK_BODY, upstreams: [], scopes: { POST: 'webhooks:write' }, idempotency: 'optional',
+  },
+  // Recovering a time range after an outage (docs/partners.md, "After an outage: recover").
+  recoverWebhookEndpoint: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}/recover', methods: ['POST'], scope: 'brand', auth: true,
+    query: {}, pathParams: endpointParam, body: WEBHOOK_BODY, upstreams: [], scopes: { POST: 'webhooks:write' }, idempotency: 'optional',
+  },
+  listWebhookRecoveries: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}/recoveries', methods: ['GET'], scope: 'brand', auth: true,
+    query: pageRules, pathParams: endpointParam, body: 'none', upstreams: [], scopes: { GET: 'webhooks:read' },
+  },
+  webhookRecovery: {
+    kind: 'facade', path: '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}', methods: ['GET', 'DELETE'], scope: 'brand', auth: true,
+    query: {}, pathParams: { ...endpointParam, recoveryId: { type: 'ulid', prefix: RECOVERY_ID_PREFIX } }, body: 'none', upstreams: [], scopes: { GET: 'webhooks:read', DELETE: 'webhooks:write' },
   },
 } as const satisfies Record<string, RoutePolicy>
 

@@ -8,7 +8,9 @@ export const webhookFields = {
   maxEndpointsPerCredential: z.number().int().min(1).max(1000).default(10)
     .describe('How many webhook endpoints one credential may have; one more is refused 409 `WEBHOOK_ENDPOINT_LIMIT_REACHED`'),
   maxManualDeliveriesPerEndpoint: z.number().int().min(1).max(100_000).default(100)
-    .describe('Deliveries a partner asked for (`test`, `redeliver`) not yet finished, per endpoint; one more is refused 429 `RATE_LIMITED`'),
+    .describe('Deliveries a partner asked for (`test`, `redeliver`, recoveries) not yet finished, per endpoint; one more `test` or `redeliver` is refused 429 `RATE_LIMITED`, a recovery waits for room'),
+  maxRecoveryEvents: z.number().int().min(1).max(100_000).default(10_000)
+    .describe('The most events one recovery may send; a time range holding more is refused 422 `VALIDATION_FAILED` naming `since`'),
   deliveryTimeoutMs: z.number().int().min(100).max(60_000).default(15_000)
     .describe('How long a delivery attempt waits for the endpoint\'s 2xx; past it the attempt failed (`timeout`)'),
   retrySchedule: z.array(z.number().positive().max(7 * 86_400)).min(1).max(20).default([5, 300, 1800, 7200, 18000, 36000, 36000])

@@ -17,6 +17,7 @@ import {
   afterFailure, afterGone, afterSuccess, attemptsOf, deliveryLifetimeMs, isLastAttempt, LEASE_GRACE_MS, outcomeOfStatus, parkSleepMs,
   retryDelayMs, viewerOfCredential, workerTimings, type AttemptFacts,
 } from './rules.js'
+import { Recoveries, type RecoveryStore } from './recoveries.js'
 import { resealed } from './reseal.js'
 import { SecretUnreadableError, signatureHeader, type Opened, type SecretBox } from './secrets.js'
 
@@ -41,8 +42,14 @@ export interface DeliveryJob {
   brand: string
   mode: KeyMode
   endpointId: string
-  /** `event`: fanned out when it came; `redeliver`: asked for by the partner (sent even to a disabled endpoint); `test`: a `webhook.test` event, carried in `json`. */
-  kind: 'event' | 'redeliver' | 'test'
+  /**
+   * `event`: fanned out when it came; `redeliver`: asked for by the partner (sent even to a
+   * disabled endpoint); `test`: a `webhook.test` event, carried in `json`; `recovery`: one
+   * event of a recovery (recoveries.ts), one attempt.
+   */
+  kind: 'event' | 'redeliver' | 'test' | 'recovery'
+  /** The recovery that sends it (kind `recovery`). */
+  recoveryId?: string
   json?: string
   /** The publisher's trace context of the event, when it sent one: each attempt's span links to it. */
   traceparent?: string
@@ -60,6 +67,9 @@ export interface DeliverySettings {
   deliveryLockSeconds: number
   allowPrivateTargets: boolean
   maxManualDeliveriesPerEndpoint: number
+  maxRecoveryEvents: number
+  /** How long events are kept (`events.retentionDays`): what an endpoint was due and received is kept as long. */
+  retentionDays: number
 }
 
 export interface DeliveriesOptions {
@@ -84,6 +94,8 @@ export interface DeliveriesOptions {
   onSecretUnreadable?: () => void
   /** Present when spans are exported: each attempt is a client span. */
   tracing?: Tracing
+  /** Where recoveries are kept: with it, what each endpoint was due and received is written, and recoveries run. */
+  recoveries?: RecoveryStore
 }
 
 /** How a shutdown waits for the queue to close (attempts handed back) before dropping its connections. */
@@ -124,6 +136,8 @@ export class Deliveries {
   private worker: Worker<DeliveryJob> | undefined
   private readonly agent: Agent
   private readonly inFlight = new Set<AbortController>()
+  /** Wake-ups sent and not yet answered: a shutdown waits for them, else a lease handed over in its last attempts would sleep 10 to 15 minutes. */
+  private readonly waking = new Set<Promise<unknown>>()
   private closing = false
   private readonly now: () => number
   private readonly connections: RedisClient[] = []
@@ -133,6 +147,9 @@ export class Deliveries {
   /** The longest a delivery lives: how long its manual count and its place in a park are kept. */
   readonly lifetimeMs: number
   private credentialsSeen = { at: 0, viewers: new Map<string, Promise<Viewer | undefined>>() }
+  /** Recoveries after an outage (with a RecoveryStore). */
+  readonly recoveries: Recoveries | undefined
+  private readonly retentionMs: number
 
   constructor(private readonly options: DeliveriesOptions) {
     this.now = options.now ?? Date.now
@@ -152,6 +169,11 @@ export class Deliveries {
       streams: { events: { maxLen: 1000 } },
     })
     this.queue.on('error', (error) => options.logger.warn({ err: error }, 'webhook queue error'))
+    this.retentionMs = settings.retentionDays * 86_400_000
+    this.recoveries = options.recoveries === undefined ? undefined : new Recoveries({
+      store: options.recoveries, queue: this.queue as never, jobOptions: (jobId) => this.jobOptions(jobId) as never,
+      settings: { ...settings, retentionMs: this.retentionMs }, lifetimeMs: this.lifetimeMs, logger: options.logger, now: this.now,
+    })
   }
 
   private connection(): RedisClient {
@@ -192,6 +214,7 @@ export class Deliveries {
     this.snapshotTimer = setInterval(refresh, SNAPSHOT_MS)
     this.snapshotTimer.unref()
     if (!this.options.work) return
+    this.recoveries?.startSweeping()
     const { settings } = this.options
     this.worker = new Worker<DeliveryJob>(QUEUE_NAME, (job, token) => this.process(job, token), {
       connection: this.connection() as never,
@@ -225,6 +248,8 @@ export class Deliveries {
    */
   async fanOut(events: readonly LoggedEvent[]): Promise<void> {
     const jobs: { name: string; data: DeliveryJob; opts: ReturnType<Deliveries['jobOptions']> }[] = []
+    // What each endpoint was due, enabled or not: what a recovery chooses from (§D62).
+    const due: { endpointId: string; ulid: string }[] = []
     const byPartition = new Map<string, Promise<EndpointRecord[]>>()
     const viewers = new Map<string, Promise<Viewer | undefined>>()
     for (const { event, brand, origin } of events) {
@@ -237,13 +262,16 @@ export class Deliveries {
       const ulid = event.id.slice(EVENT_ID_PREFIX.length)
       const facts = { brand, mode: event.mode, type: event.type, propertyId: event.propertyId }
       for (const endpoint of await endpoints) {
-        if (endpoint.status !== 'enabled' || !endpoint.eventTypes.includes(event.type)) continue
+        if (!endpoint.eventTypes.includes(event.type)) continue
         const viewer = await this.viewerOf(endpoint.credentialId, viewers)
         if (viewer === undefined || !this.options.log.types.sees(viewer, facts)) continue
+        due.push({ endpointId: endpoint.id, ulid })
+        if (endpoint.status !== 'enabled') continue
         const data: DeliveryJob = { ulid, brand, mode: event.mode, endpointId: endpoint.id, kind: 'event', ...(origin.traceparent === undefined ? {} : { traceparent: origin.traceparent }) }
         jobs.push({ name: event.type, data, opts: this.jobOptions(`${ulid}.${endpoint.id}`) })
       }
     }
+    await this.recoveries?.store.recordDue(due, this.now(), this.retentionMs)
     if (jobs.length > 0) await this.queue.addBulk(jobs)
   }
 
@@ -294,18 +322,23 @@ export class Deliveries {
 
   /** Deletes the endpoints of a revoked credential; their sleeping deliveries wake and end. */
   async removeEndpointsOf(credentialId: string): Promise<void> {
+    const records = this.recoveries === undefined ? [] : await this.options.store.list(credentialId)
     this.wake(await this.options.store.removeAllOf(credentialId))
+    for (const record of records) await this.recoveries?.store.removeAllOf(record.id)
   }
 
   /** Deletes one endpoint; its sleeping deliveries wake and end (queued deliveries to it are dropped). */
   async removeEndpoint(record: EndpointRecord): Promise<void> {
     this.wake(await this.options.store.remove(record))
+    await this.recoveries?.store.removeAllOf(record.id)
   }
 
   /** Moves sleeping deliveries to the queue's wait list. One that is not asleep (yet) wakes itself (`sleep`). */
   private wake(jobIds: readonly string[]): void {
     for (const id of jobIds) {
-      this.queue.backend.promote(id).catch(() => undefined)
+      const woken = this.queue.backend.promote(id).catch(() => undefined)
+      this.waking.add(woken)
+      void woken.finally(() => this.waking.delete(woken))
     }
   }
 
@@ -319,8 +352,13 @@ export class Deliveries {
     this.wake(acquired.woken)
     if (!acquired.taken) return this.sleep(job, token)
     let finished = true
+    let result: string | undefined
+    let skipped = false
     try {
-      return await this.deliver(job, token)
+      // A recovery's delivery that was cancelled, or counted already (its instance died after), ends unsent.
+      skipped = kind === 'recovery' && this.recoveries !== undefined && !(await this.recoveries.live(job.data, holder))
+      result = skipped ? 'recovery ended' : await this.deliver(job, token)
+      return result
     } catch (error) {
       finished = error instanceof UnrecoverableError || (!(error instanceof DelayedError) && isLastAttempt(job.attemptsMade, job.opts.attempts ?? 1))
       throw error
@@ -328,6 +366,10 @@ export class Deliveries {
       const ended = this.now()
       this.wake(await store.release(endpointId, holder, ended, ended + this.leaseMs, settings.endpointConcurrency).catch(() => []))
       if (finished && isManual(kind)) await store.finishManual(endpointId, holder).catch(() => undefined)
+      if (finished && kind === 'recovery') {
+        await this.recoveries?.finished(job.data, holder, result, skipped)
+          .catch((error: unknown) => this.options.logger.warn({ err: error, recoveryId: job.data.recoveryId }, 'recovery delivery not counted yet; the sweep counts it'))
+      }
     }
   }
 
@@ -350,7 +392,8 @@ export class Deliveries {
     const endpoint = await this.options.store.get(data.endpointId)
     // Deleted: its queued deliveries are dropped. Disabled: events of meanwhile are not sent later.
     if (endpoint === undefined) return 'endpoint deleted'
-    if (endpoint.status !== 'enabled' && data.kind === 'event') return 'endpoint disabled'
+    // A recovery stops sending to an endpoint disabled meanwhile (by its partner, a 410, or its failures).
+    if (endpoint.status !== 'enabled' && (data.kind === 'event' || data.kind === 'recovery')) return 'endpoint disabled'
     const viewer = await this.viewerOf(endpoint.credentialId)
     if (viewer === undefined || viewer.brand !== data.brand || viewer.mode !== data.mode) return 'credential sees nothing'
     const json = data.kind === 'test' ? data.json : await this.options.log.get(viewer, eventId)
@@ -450,6 +493,10 @@ export class Deliveries {
     const facts: AttemptFacts = { url: endpoint.url, started, ended }
     if (outcome === 'delivered') {
       await store.update(endpoint.id, afterSuccess)
+      if (job.data.kind !== 'test') {
+        await this.recoveries?.store.recordDelivered(endpoint.id, job.data.ulid, ended, this.retentionMs)
+          .catch((error: unknown) => logger.warn({ err: error, eventId, endpointId: endpoint.id }, 'delivery not written as received: a recovery of failed events would send it again'))
+      }
       return outcome
     }
     if (outcome === 'gone') {
@@ -497,10 +544,12 @@ export class Deliveries {
   async close(): Promise<void> {
     this.closing = true
     clearInterval(this.snapshotTimer)
+    this.recoveries?.stop()
     for (const controller of this.inFlight) controller.abort(HAND_BACK)
     // Handing back needs Redis; without it, stop waiting: the jobs' locks lapse and another instance takes them.
     const closed = (async () => {
       await this.worker?.close()
+      await Promise.all(this.waking)
       await this.queue.close()
     })().catch((error: unknown) => this.options.logger.warn({ err: error }, 'webhook queue not closed cleanly'))
     let timer: NodeJS.Timeout | undefined

@@ -13,6 +13,7 @@ import { ENDPOINT_ID_PREFIX } from '../routes/policy.js'
 //   {ns}{webhooks}:slot:<endpoint id>     ZSET  its concurrency leases: delivery job id, by lease end
 //   {ns}{webhooks}:park:<endpoint id>     ZSET  deliveries asleep until a lease frees: job id, by when queued
 //   {ns}{webhooks}:manual:<endpoint id>   ZSET  deliveries a partner asked for, not yet finished: job id, by when asked
+// A recovery's keys (the events each endpoint was due, its recoveries) are beside them: recoveries.ts.
 // The delivery queue (BullMQ) lives under {ns}{webhooks} too.
 //
 // A record is changed only by compare-and-set (`update`): the change is made to the record as
@@ -213,6 +214,11 @@ export class EndpointStore {
   /** The prefix of the delivery queue's keys (BullMQ's `prefix`): the same hash tag. */
   get queuePrefix(): string {
     return `${this.base.slice(0, -1)}`
+  }
+
+  /** The keys of the endpoints, and of one endpoint's bound of deliveries asked for, that a recovery's scripts touch too (recoveries.ts). */
+  keysOf(endpointId: string): { ep: string; manual: string } {
+    return { ep: this.ep, manual: this.manual(endpointId) }
   }
 
   newId(now: number): string {

@@ -147,6 +147,28 @@ export function webhookEndpointRoutes(options: WebhookRouteOptions) {
       return page(request, reply, await endpoints.attempts(principalOf(request), request.params.endpointId))
     })
 
+    const recover = webhookRoutes.recoverWebhookEndpoint
+    app.post<One>(routerPath(recover.path), { config: { policy: recover } }, async (request, reply) => {
+      return idempotent(request, reply, recover, await endpoints.prepareRecover(principalOf(request), request.params.endpointId, request.body))
+    })
+
+    const recoveries = webhookRoutes.listWebhookRecoveries
+    app.get<One>(routerPath(recoveries.path), { config: { policy: recoveries } }, async (request, reply) => {
+      return page(request, reply, await endpoints.recoveriesOf(principalOf(request), request.params.endpointId))
+    })
+
+    const recovery = webhookRoutes.webhookRecovery
+    type OneRecovery = { Params: { endpointId: string; recoveryId: string } }
+    app.get<OneRecovery>(routerPath(recovery.path), { config: { policy: recovery } }, async (request, reply) => {
+      return send(request, reply, 200, await endpoints.recovery(principalOf(request), request.params.endpointId, request.params.recoveryId))
+    })
+
+    app.delete<OneRecovery>(routerPath(recovery.path), { config: { policy: recovery } }, async (request, reply) => {
+      await endpoints.cancelRecovery(principalOf(request), request.params.endpointId, request.params.recoveryId)
+      if (request.correlationId !== null) reply.header('service-correlation-id', request.correlationId)
+      return reply.code(204).send()
+    })
+
     const redeliver = webhookRoutes.redeliverEvent
     app.post<{ Params: { eventId: string } }>(routerPath(redeliver.path), { config: { policy: redeliver } }, async (request, reply) => {
       return idempotent(request, reply, redeliver, await endpoints.prepareRedeliver(principalOf(request), request.params.eventId, request.body))

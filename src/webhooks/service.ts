@@ -7,6 +7,8 @@ import { EVENT_ID_PREFIX } from '../routes/policy.js'
 import { applyChanges, bodyOf, endpointChanges, endpointInput, failed, rotated, type EndpointInput } from './body.js'
 import type { Deliveries, DeliveryJob } from './deliveries.js'
 import { secretContext, viewOf, type Attempt, type EndpointRecord, type EndpointStore, type EndpointView, type SealedSecret } from './endpoints.js'
+import type { Recoveries } from './recoveries.js'
+import { canonicalId, endpointDisabled, recoveryInProgress, recoveryInput, recoveryNotFound, tooManyEvents, type RecoveryView } from './recovery.js'
 import { newSecret, type SecretBox } from './secrets.js'
 
 // What a partner does with its webhook endpoints (docs/partners.md, "Webhooks"), apart from
@@ -21,6 +23,7 @@ export const MANUAL_RETRY_AFTER_SECONDS = 60
 export interface WebhookSettings {
   maxEndpointsPerCredential: number
   maxManualDeliveriesPerEndpoint: number
+  maxRecoveryEvents: number
   allowHttp: boolean
   allowPrivateTargets: boolean
 }
@@ -82,7 +85,7 @@ export class WebhookEndpoints {
 
   /** The endpoint `id` of the credential; 404 when it has none of that id. */
   async owned(principal: Principal, id: string): Promise<EndpointRecord> {
-    const canonical = `${id.slice(0, 3)}${id.slice(3).toUpperCase()}`
+    const canonical = canonicalId(id)
     const record = await this.options.store.ownedBy(principal.keyId, canonical).catch((error: unknown) => { throw unavailable(error) })
     if (record === undefined) throw notFound(id)
     return record
@@ -198,6 +201,53 @@ export class WebhookEndpoints {
       await this.enqueue(endpointId, { ulid, brand: principal.brand, mode: principal.mode, endpointId: record.id, kind: 'redeliver' })
       return { status: 202, data: { eventId: `${EVENT_ID_PREFIX}${ulid}`, endpointId: record.id } }
     }
+  }
+
+  private get recoveries(): Recoveries {
+    const recoveries = this.options.deliveries.recoveries
+    if (recoveries === undefined) throw unavailable(new Error('recoveries are not kept by this gateway'))
+    return recoveries
+  }
+
+  /**
+   * `POST …/recover`: 202 with the recovery; the events of the range the endpoint was due and
+   * did not receive (or all of them) go out oldest first, one attempt each (docs/partners.md,
+   * "After an outage: recover").
+   */
+  async prepareRecover(principal: Principal, id: string, body: unknown): Promise<Prepared> {
+    const input = recoveryInput(body, this.now(), this.options.log.retentionMs)
+    const record = await this.owned(principal, id)
+    if (record.status !== 'enabled') throw endpointDisabled(record.id)
+    const recoveries = this.recoveries
+    const running = await recoveries.store.runningOf(record.id).catch((error: unknown) => { throw unavailable(error) })
+    if (running !== undefined) throw recoveryInProgress(record.id, running)
+    return async () => {
+      const started = await recoveries.start(record, input).catch((error: unknown) => { throw unavailable(error) })
+      if (started.kind === 'gone') throw notFound(id)
+      if (started.kind === 'running') throw recoveryInProgress(record.id, started.id)
+      if (started.kind === 'too many') throw tooManyEvents(this.options.settings.maxRecoveryEvents)
+      return { status: 202, data: started.recovery }
+    }
+  }
+
+  /** `GET …/recoveries`: the endpoint's recoveries of the last 7 days, newest first. */
+  async recoveriesOf(principal: Principal, id: string): Promise<RecoveryView[]> {
+    const record = await this.owned(principal, id)
+    return this.recoveries.store.list(record.id, this.now()).catch((error: unknown) => { throw unavailable(error) })
+  }
+
+  /** `GET …/recoveries/{recoveryId}`: one, with its counts so far. */
+  async recovery(principal: Principal, id: string, recoveryId: string): Promise<RecoveryView> {
+    const record = await this.owned(principal, id)
+    const view = await this.recoveries.store.get(record.id, canonicalId(recoveryId)).catch((error: unknown) => { throw unavailable(error) })
+    if (view === undefined) throw recoveryNotFound(recoveryId)
+    return view
+  }
+
+  /** `DELETE …/recoveries/{recoveryId}`: what is not yet sent is not sent; one that has ended stays as it is. */
+  async cancelRecovery(principal: Principal, id: string, recoveryId: string): Promise<void> {
+    const view = await this.recovery(principal, id, recoveryId)
+    await this.recoveries.store.cancel(view.endpointId, view.id).catch((error: unknown) => { throw unavailable(error) })
   }
 
   private async enqueue(asked: string, data: DeliveryJob): Promise<void> {

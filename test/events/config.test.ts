@@ -35,7 +35,7 @@ describe('the events section', () => {
     const config = loadConfig({ CONFIG_FILE: file(minimal) })
     expect(config.events).toEqual({
       publishers: {}, types: [], retentionDays: 30, cachedEvents: 20000,
-      maxEndpointsPerCredential: 10, maxManualDeliveriesPerEndpoint: 100, deliveryTimeoutMs: 15_000, retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000], disableAfterHours: 120,
+      maxEndpointsPerCredential: 10, maxManualDeliveriesPerEndpoint: 100, maxRecoveryEvents: 10_000, deliveryTimeoutMs: 15_000, retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000], disableAfterHours: 120,
       endpointConcurrency: 4, deliveryWorkers: 64, deliveryLockSeconds: 20, allowPrivateTargets: false, allowHttp: false, workers: true,
     })
     expect(config.eventsWorker).toBe('on')

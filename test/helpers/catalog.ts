@@ -38,6 +38,8 @@ export const ERROR_TABLE: Readonly<Record<string, ExpectedError>> = {
   EVENT_NOT_FOUND: { status: 404, title: 'Event not found' },
   WEBHOOK_ENDPOINT_NOT_FOUND: { status: 404, title: 'Webhook endpoint not found' },
   WEBHOOK_ENDPOINT_LIMIT_REACHED: { status: 409, title: 'Webhook endpoint limit reached' },
+  WEBHOOK_RECOVERY_NOT_FOUND: { status: 404, title: 'Webhook recovery not found' },
+  WEBHOOK_RECOVERY_IN_PROGRESS: { status: 409, title: 'Webhook recovery in progress' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
   NOT_ACCEPTABLE: { status: 406, title: 'Not acceptable' },
   REQUEST_TIMEOUT: { status: 408, title: 'Request timeout' },

@@ -34,6 +34,10 @@ const CALLS: Record<string, string> = {
   testWebhookEndpoint: 'webhookEndpoints.test',
   listWebhookEndpointDeliveries: 'webhookEndpoints.deliveries',
   redeliverEvent: 'webhookEndpoints.redeliver',
+  recoverWebhookEndpoint: 'webhookEndpoints.recover',
+  listWebhookRecoveries: 'webhookEndpoints.recoveries',
+  getWebhookRecovery: 'webhookEndpoints.recovery',
+  cancelWebhookRecovery: 'webhookEndpoints.cancelRecovery',
 }
 
 describe('the client package', () => {
