@@ -783,10 +783,10 @@ export interface components {
              */
             until?: string;
             /**
-             * @default failed
+             * @description `failed` (the default): the events the endpoint did not receive; `all`: every event it was subscribed to.
              * @enum {string}
              */
-            include: "failed" | "all";
+            include?: "failed" | "all";
         };
         NoFields: Record<string, unknown>;
         /** @description The service's own answer, passed on unchanged: an envelope of `data` and `meta` */
