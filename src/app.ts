@@ -49,7 +49,7 @@ import type { Tracing } from './tracing/tracing.js'
 import { portalTwin } from './portal/api.js'
 import { portalHeaders } from './portal/http.js'
 import { portalSessionStage } from './portal/pipeline.js'
-import { portalPages } from './portal/pages.js'
+import { buildDirectory, portalPages, readBuild } from './portal/pages.js'
 import { portalPolicies, portalRoutes } from './portal/routes.js'
 import type { PortalSessions } from './portal/sessions.js'
 import './types.js'
@@ -301,7 +301,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   if (deps.webhooks !== undefined) await app.register(deps.webhooks)
   if (deps.portal !== undefined) {
     await app.register(portalRoutes({ sessions: deps.portal, ...(deps.events === undefined ? {} : { events: deps.events }), ...(deps.credentials === undefined ? {} : { credentials: deps.credentials }) }))
-    await app.register(portalPages())
+    await app.register(portalPages(readBuild(buildDirectory())))
   }
   if (config.routes.length > 0) {
     if (deps.services === undefined) throw new Error('declared routes need their services')

@@ -12,7 +12,7 @@ import { PORTAL_PREFIX } from './http.js'
 // page is one document for every screen; its script picks the screen from the path.
 
 /** The screens' paths: each serves the page, whose script shows the screen. */
-export const PAGE_PATHS = ['/', '/enter', '/usage', '/request-log', '/webhooks', '/events'].map((path) => `${PORTAL_PREFIX}${path}`)
+export const PAGE_PATHS = ['/', '/enter', '/usage', '/webhooks', '/events'].map((path) => `${PORTAL_PREFIX}${path}`)
 
 const TYPES: Readonly<Record<string, string>> = {
   '.html': 'text/html; charset=utf-8',
@@ -49,7 +49,7 @@ function fileOf(path: string): PortalFile {
   return { body, type: TYPES[extname(path)] ?? 'application/octet-stream', etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` }
 }
 
-export function readBuild(dir: string | undefined = buildDirectory()): PortalBuild | undefined {
+export function readBuild(dir: string | undefined): PortalBuild | undefined {
   if (dir === undefined) return undefined
   const assetsDir = join(dir, 'assets')
   const assets = new Map<string, PortalFile>()
@@ -66,7 +66,7 @@ function serve(request: FastifyRequest, reply: FastifyReply, file: PortalFile, c
 }
 
 /** The page and its assets, each a route of its own (step 1 only: the host's brand). */
-export function portalPages(build: PortalBuild | undefined = readBuild()) {
+export function portalPages(build: PortalBuild | undefined) {
   return async function pages(app: FastifyInstance): Promise<void> {
     const page = { config: { portal: { kind: 'page' } } } as const
     for (const path of PAGE_PATHS) {

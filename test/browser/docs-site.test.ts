@@ -22,7 +22,8 @@ if (!hasChromium) {
 
 const source = loadConfig({ CONFIG_FILE: 'config/default.json' })
 
-describe.skipIf(!hasChromium)('the documentation site in a browser', () => {
+// A browser renders whole pages here: slow on a loaded machine, which is not what is tested.
+describe.skipIf(!hasChromium)('the documentation site in a browser', { timeout: 120_000 }, () => {
   let dir: string
   let docs: DocsServer
   let browser: Browser
@@ -63,7 +64,7 @@ describe.skipIf(!hasChromium)('the documentation site in a browser', () => {
     const answer = await page.goto(`${docs.url}/`)
     expect(answer?.status()).toBe(200)
     // The page is rendered on the server side and then hydrated: wait for the navigation.
-    await page.locator('a[href^="#/"]').first().waitFor({ timeout: 15_000 })
+    await page.locator('a[href^="#/"]').first().waitFor({ timeout: 60_000 })
     expect(operations.length).toBeGreaterThanOrEqual(8)
     for (const op of operations) {
       // The operation's entry (method and path) and its link in the navigation.
@@ -74,7 +75,7 @@ describe.skipIf(!hasChromium)('the documentation site in a browser', () => {
     }
     // One operation opened: its summary and an error code of its responses are on the page.
     await page.locator('a[href="#/properties/listproperties"]').click()
-    await expect.poll(async () => page.locator('body').innerText(), { timeout: 10_000 }).toContain('List properties')
+    await expect.poll(async () => page.locator('body').innerText(), { timeout: 60_000 }).toContain('List properties')
     expect(outside()).toEqual([])
     await page.close()
   })
@@ -82,9 +83,9 @@ describe.skipIf(!hasChromium)('the documentation site in a browser', () => {
   it('shows each operation\'s scope under both security schemes', async () => {
     const page = await context.newPage()
     await page.goto(`${docs.url}/`)
-    await page.locator('a[href^="#/"]').first().waitFor({ timeout: 15_000 })
+    await page.locator('a[href^="#/"]').first().waitFor({ timeout: 60_000 })
     await page.locator('a[href="#/properties/listproperties"]').click()
-    await expect.poll(async () => (await page.locator('body').innerText()).replace(/\s+/g, ' '), { timeout: 10_000 })
+    await expect.poll(async () => (await page.locator('body').innerText()).replace(/\s+/g, ' '), { timeout: 60_000 })
       .toContain('apiKey(Required scopes: properties:read ) or oauth2(Required scopes: properties:read )')
     expect(await page.locator('body').innerText()).toContain('Needs the scope properties:read')
     expect(outside()).toEqual([])

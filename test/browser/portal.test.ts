@@ -112,6 +112,19 @@ describe.skipIf(!hasChromium || !built)('the partner portal in a browser', () =>
     await second.context.close()
   }, TEST_MS)
 
+  it('marks a test credential\'s portal as test mode on every screen', async () => {
+    const { id } = await p.t.keyWithId({ mode: 'test' })
+    const { context, page } = await enterPortal(id)
+    expect(await page.locator('dl.facts').innerText()).toContain('Test mode')
+    for (const name of ['Overview', 'Webhooks']) {
+      await screen(page, name)
+      expect(await page.locator('.test-banner').innerText()).toBe('Test mode: this credential sees test data only, never a live booking.')
+      expect(await page.getByRole('banner').locator('.badge').innerText()).toBe('Test mode')
+    }
+    expect(await violations(page)).toEqual([])
+    await context.close()
+  }, TEST_MS)
+
   it('rolls the key from the overview: the new key shown once, and when the old one stops working', async () => {
     const { key, id } = await p.t.keyWithId()
     const { context, page } = await enterPortal(id, ['roll_credential'])

@@ -25,7 +25,8 @@ afterAll(async () => {
   redis.disconnect()
 })
 
-describe('npm run keys', () => {
+// Each call starts npm and Node: slow on a loaded machine, which is not what is tested.
+describe('npm run keys', { timeout: 120_000 }, () => {
   it('prints one JSON object for create --json and exits 0', async () => {
     const result = await npmKeys(['create', '--brand', 'acme', '--mode', 'test', '--all-properties', '--json'])
     expect(result.code).toBe(0)
@@ -47,7 +48,7 @@ describe('npm run keys', () => {
   })
 })
 
-describe('npm run keys: clients of access tokens', () => {
+describe('npm run keys: clients of access tokens', { timeout: 120_000 }, () => {
   const issuer = 'https://id.example.com/realms/partners'
   const oauthEnv = { OAUTH_ISSUER: issuer, OAUTH_JWKS_URI: `${issuer}/protocol/openid-connect/certs`, OAUTH_AUDIENCE: 'partner-api' }
 

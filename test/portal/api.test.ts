@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTENT_SECURITY_POLICY } from '../../src/portal/http.js'
-import { readBuild } from '../../src/portal/pages.js'
+import { buildDirectory, readBuild } from '../../src/portal/pages.js'
 import { expectProblem, TIMESTAMP } from '../helpers/problem.js'
 import { keysUnder, REDIS_URL } from '../helpers/redis.js'
 import { admin, dataOf, portal, sessionOf, startPortalGateway, type PortalGateway } from '../helpers/portal.js'
@@ -163,7 +163,7 @@ describe('secrets made in the portal', () => {
 })
 
 describe('the page', () => {
-  const build = readBuild()
+  const build = readBuild(buildDirectory())
 
   it.skipIf(build === undefined)('is served at each screen\'s path and its assets from the gateway, with the portal\'s headers and cache rules', async () => {
     for (const path of ['/portal/', '/portal/enter', '/portal/usage', '/portal/webhooks', '/portal/events']) {

@@ -32,7 +32,9 @@ function bearer(sent: Sent): string | null {
 
 beforeAll(async () => {
   await idp.listen()
-  t = await TestGateway.start({ config: { oauth: oauthFor(idp) } })
+  // What is tested is the token the client holds: on a loaded machine, a PMS call past the
+  // default deadline or a shed request would be a 503 the client retries, which is not.
+  t = await TestGateway.start({ config: { oauth: oauthFor(idp), upstream: { timeoutMs: 15_000 }, loadShedding: { maxEventLoopDelayMs: 0 } } })
   expect(await t.gateway.tokens.ready(5000)).toBe(true)
   await grantClient({ REDIS_URL, REDIS_PREFIX: t.prefix }, idp, CLIENT_ID)
 })
