@@ -1,7 +1,7 @@
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type onRequestHookHandler, type preHandlerAsyncHookHandler,
 } from 'fastify'
-import { ServerResponse, type IncomingMessage, type RequestListener } from 'node:http'
+import { createServer, ServerResponse, type IncomingMessage, type RequestListener } from 'node:http'
 import type { Logger } from 'pino'
 import type { Metrics } from './admin/metrics.js'
 import type { Config } from './config.js'
@@ -84,6 +84,13 @@ export interface AppDependencies {
   webhooks?: (app: FastifyInstance) => Promise<void>
   /** The partner portal's sessions (portal/sessions.ts); without them (no Redis, or `portal.enabled` false) no /portal route is served. */
   portal?: PortalSessions
+  /**
+   * Where the listener this app builds sends each request: this app's handler at first; a
+   * reload points it at the app built from the new configuration (src/lifecycle/reload.ts).
+   */
+  dispatch?: { handler: RequestListener }
+  /** Built by a reload: it serves through the listener of the app it replaces and builds none of its own. */
+  detached?: boolean
 }
 
 function noop(): void {}
@@ -104,7 +111,7 @@ function shedLoad(shedder: LoadShedder, metrics: Metrics | undefined) {
  * deadline. What Node would answer or drop by itself (an Expect it does not know, CONNECT) is
  * ours to answer (http/client-errors.ts).
  */
-function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: RouteIndex) {
+function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: RouteIndex, dispatch: { handler: RequestListener } | undefined) {
   return (handler: RequestListener) => {
     const server = new CoalescingServer({
       headersTimeout: settings.headersTimeoutMs,
@@ -122,7 +129,11 @@ function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes:
     server.keepAliveTimeout = settings.keepAliveTimeoutMs
     server.headersTimeout = settings.headersTimeoutMs
     server.requestTimeout = settings.requestTimeoutMs
-    serveEveryRequest(server, handler)
+    if (dispatch === undefined) serveEveryRequest(server, handler)
+    else {
+      dispatch.handler = handler
+      serveEveryRequest(server, (req, res) => dispatch.handler(req, res))
+    }
     closeIdleReaders(server, settings.writeIdleTimeoutMs)
     server.on('connect', connectHandler(docsUrl, routes))
     return server
@@ -142,7 +153,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     childLoggerFactory: (logger, bindings, options, raw) => new LazyRequestLogger(logger, bindings, options, raw as IncomingMessage),
     // The config refuses a hop count (src/http/config.ts): only these two forms get here.
     trustProxy: config.trustProxy as boolean | string[],
-    serverFactory: serverWithTimeouts(config.server, config.docsUrl, routes),
+    // An app built by a reload never listens: its handler is called by the listener it replaces.
+    serverFactory: deps.detached === true ? () => createServer() : serverWithTimeouts(config.server, config.docsUrl, routes, deps.dispatch),
     bodyLimit: DEFAULT_BODY_BYTES,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },
     // Keep serving while closing: in-flight and drained requests must still be answered.

@@ -3,7 +3,10 @@ import type { Logger } from 'pino'
 import { Metrics } from './admin/metrics.js'
 import { buildAdmin } from './admin/server.js'
 import { buildApp } from './app.js'
+import type { RequestListener } from 'node:http'
 import type { Config } from './config.js'
+import { Reloader, type ReloadResult } from './lifecycle/reload.js'
+import { reloadRoute } from './lifecycle/admin.js'
 import { HealthState } from './health.js'
 import { IdempotencyRecords, MemoryRecordStore, RedisRecordStore } from './idempotency/records.js'
 import { ingestRoutes, INGEST_PATH } from './events/ingest.js'
@@ -57,10 +60,21 @@ export interface GatewayOptions {
   eventsClock?: () => number
   /** Tests resolve endpoint host names themselves, and shorten a parked delivery's sleep. */
   webhookHooks?: Pick<DeliveriesOptions, 'lookup' | 'sleepMs'>
+  /**
+   * How a reload reads the configuration (`npm start`: the environment and CONFIG_FILE, as at
+   * start) and the text of the file the start read. Without it the configuration cannot be
+   * reloaded: every reload is refused.
+   */
+  reload?: { load: () => Config; text: string }
 }
 
 export interface Gateway {
+  /** The public app built at start: it owns the listener (listen, close, its address). */
   app: FastifyInstance
+  /** The public app that serves now: the one built from the configuration in force. */
+  serving: () => FastifyInstance
+  /** Reloads of the configuration (docs/operations.md, "Changing the configuration"). */
+  reloader: Reloader
   /** The admin listener's app: /metrics and /status. */
   admin: FastifyInstance
   metrics: Metrics
@@ -87,6 +101,15 @@ export interface Gateway {
   deliveries: Deliveries | undefined
   /** The partner portal's sessions (with Redis, and `portal.enabled`). */
   portal: PortalSessions | undefined
+}
+
+/**
+ * A test key never reaches live data (docs/architecture.md, "Test mode"). Without
+ * PMS_SANDBOX_URL (or a service's sandbox) it is refused with 403 before any upstream call. A
+ * property source given by a test serves both modes itself.
+ */
+function sandboxOf(config: Config, services: Services, ownSource: boolean) {
+  return (name: string): boolean => name === 'pms' ? ownSource || config.pmsSandbox !== undefined : services.get(name).sandbox !== undefined
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -161,12 +184,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const allUpstreams = [...(upstreams?.all.map((p) => p.client.upstream) ?? []), ...services.all]
   for (const upstream of allUpstreams) metrics.watchBreaker(upstream.name, () => upstream.state)
   const properties = options.properties ?? new PmsPropertySource((upstreams as PmsSet).byMode)
-  // A test key never reaches live data (docs/architecture.md, "Test mode"). Without
-  // PMS_SANDBOX_URL (or a service's sandbox) it is refused with 403 before any upstream call. A
-  // property source given by a test serves both modes itself.
-  const hasSandbox = (name: string): boolean => name === 'pms'
-    ? options.properties !== undefined || config.pmsSandbox !== undefined
-    : services.get(name).sandbox !== undefined
   const rateLimiter = new RateLimiter(quotaStore, {
     windowSeconds: config.rateLimit.windowSeconds,
     logger,
@@ -206,25 +223,85 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const endpoints = new WebhookEndpoints({ store: endpointStore, deliveries, log: events, box, settings: config.events })
     webhooks = webhookEndpointRoutes({ endpoints, box, idempotency, logger, onSecretUnreadable })
   }
-  const app = await buildApp({
-    config, logger, keys: new Credentials(authenticator, tokens), properties, health, metrics, rateLimiter, services, hasSandbox,
-    proxyHooks: { onCall, onCut: (name, reason) => metrics.upstreamCut(name, reason), onIdempotency: (route, outcome) => metrics.idempotency(route, outcome) },
-    idempotency, usage, credentials,
-    events,
+  // The public app of one configuration: what a reload builds anew (docs/architecture.md,
+  // "Reloading the configuration"); every other part lives as long as the process.
+  const keys = new Credentials(authenticator, tokens)
+  const proxyHooks = { onCall, onCut: (name: string, reason: string) => metrics.upstreamCut(name, reason), onIdempotency: metrics.idempotency.bind(metrics) }
+  const publicApp = (appConfig: Config, appServices: Services, listener: { dispatch: { handler: RequestListener } } | { detached: true }): Promise<FastifyInstance> => buildApp({
+    config: appConfig, logger, keys, properties, health, metrics, rateLimiter, services: appServices, hasSandbox: sandboxOf(appConfig, appServices, options.properties !== undefined),
+    proxyHooks, idempotency, usage, credentials, events,
     ...(webhooks === undefined ? {} : { webhooks }),
     ...(portal === undefined ? {} : { portal }),
     ...(tracing === undefined ? {} : { tracing }),
+    ...listener,
   })
+  const dispatch: { handler: RequestListener } = { handler: () => undefined }
+  const app = await publicApp(config, services, { dispatch })
+  let serving = app
+  let servingServices = services
+  // What a reload replaced, closed once the requests it was serving have had their time.
+  const retired = new Set<{ app: FastifyInstance | undefined; services: Services | undefined }>()
+  const retire = (entry: { app: FastifyInstance | undefined; services: Services | undefined }, afterMs: number): void => {
+    retired.add(entry)
+    setTimeout(() => {
+      retired.delete(entry)
+      void closeRetired(entry)
+    }, afterMs).unref()
+  }
+  const closeRetired = async (entry: { app: FastifyInstance | undefined; services: Services | undefined }): Promise<void> => {
+    await entry.app?.close()
+    await Promise.all(entry.services?.all.map((u) => u.close()) ?? [])
+  }
+  const apply = async (next: Config): Promise<void> => {
+    // A changed upstream gets a new pool; the old one's calls finish, then it closes.
+    const sameUpstreams = JSON.stringify(next.upstreams) === JSON.stringify(serving.gatewayConfig.upstreams)
+    const nextServices = sameUpstreams ? servingServices : new Services(next, options.upstreamHooks?.dispatcher, clientSpans)
+    let built: FastifyInstance
+    try {
+      built = await publicApp(next, nextServices, { detached: true })
+      await built.ready()
+    } catch (error) {
+      if (!sameUpstreams) await Promise.all(nextServices.all.map((u) => u.close()))
+      throw error
+    }
+    // The swap: the next request on any connection is the new app's; those in flight finish
+    // in the old one, with its routes, policies and pools.
+    const previous = { app: serving === app ? undefined : serving, services: sameUpstreams ? undefined : servingServices }
+    const before = serving.gatewayConfig
+    dispatch.handler = built.routing
+    serving = built
+    if (!sameUpstreams) {
+      servingServices = nextServices
+      allUpstreams.splice(allUpstreams.length - (previous.services?.all.length ?? 0), previous.services?.all.length ?? 0, ...nextServices.all)
+      for (const upstream of nextServices.all) metrics.watchBreaker(upstream.name, () => upstream.state)
+    }
+    Object.assign(credentials.known, knownOf(next))
+    // A request that began under the old configuration is bounded by these (docs/security.md, "Slow clients").
+    const longestCall = Math.max(0, ...Object.values(before.upstreams).map((u) => u.responseTimeoutMs))
+    retire(previous, before.server.requestTimeoutMs + longestCall + 1000)
+  }
+  const reloader = new Reloader({
+    config,
+    text: options.reload?.text ?? '',
+    load: options.reload?.load ?? (() => { throw new Error('this gateway was started without a way to read its configuration again') }),
+    apply,
+    logger,
+    onOutcome: (outcome, hash) => metrics.configReload(outcome, hash),
+  })
+  metrics.configReload(undefined, reloader.inForce.hash)
+  if (options.reload !== undefined && config.server.watchConfig) reloader.watch()
   const caches = upstreams?.all.map((p) => ({ name: p.cacheName, cache: p.cache })) ?? []
   const admin = await buildAdmin(metrics, {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
     authenticator, tokens, startedAt: Date.now(), ...(deliveries === undefined ? {} : { webhooks: () => deliveries?.snapshot }),
+    config: () => reloader.inForce,
   }, {
     token: config.adminToken,
     docsUrl: config.docsUrl,
     ownAuthPaths: [INGEST_PATH],
     extensions: [
       { paths: ADMIN_OPENAPI_PATH, routes: async (server) => { server.get(ADMIN_OPENAPI_PATH, async () => adminOpenApiDocument()) } },
+      reloadRoute((trigger: string): Promise<ReloadResult> => reloader.reload(trigger), config.docsUrl),
       // Only with a token: the credentials API must never be open (docs/operations.md, "The credentials API").
       ...(config.adminToken === undefined ? [] : [{
         paths: `${ADMIN_API_PREFIX}/credentials… and ${ADMIN_API_PREFIX}/audit`,
@@ -243,6 +320,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }))
   const store = keyStore
   app.addHook('onClose', async () => {
+    reloader.close()
+    // The app in force and what reloads replaced (the listener is closed by now); the pools in
+    // force are among allUpstreams, closed below.
+    if (serving !== app) await serving.close()
+    await Promise.all([...retired].map(closeRetired))
     // First, while Redis is still there: what was counted since the last flush (graceful shutdown loses nothing).
     await usage.close()
     // Attempts in flight go back to the queue for another instance (or this one, restarted).
@@ -256,5 +338,5 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Last: every request's span has ended by now.
     await tracing?.close()
   })
-  return { app, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries, portal }
+  return { app, serving: () => serving, reloader, admin, metrics, health, redis, redisMonitor, keyStore: store, authenticator, tokens, upstreams, services, tracing, usage, credentials, events, deliveries, portal }
 }

@@ -1,4 +1,5 @@
 import closeWithGrace from 'close-with-grace'
+import { readFileSync } from 'node:fs'
 import { ConfigError, isLoopbackOrTls, loadConfig } from './config.js'
 import { createGateway } from './gateway.js'
 import { createLogger, flushLogger } from './logger.js'
@@ -6,9 +7,13 @@ import { createLogger, flushLogger } from './logger.js'
 // The process: read the config, build the gateway, listen on the public and admin ports,
 // and shut down gracefully (docs/operations.md, "Shutdown").
 
+const read = (): ReturnType<typeof loadConfig> => loadConfig(process.env, { requirePms: true, requireTokens: true })
 let config
+let text = ''
 try {
-  config = loadConfig(process.env, { requirePms: true, requireTokens: true })
+  config = read()
+  // What the hash in force is taken of (docs/operations.md, "Changing the configuration").
+  text = readFileSync(config.configFile, 'utf8')
 } catch (error) {
   process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`)
   process.exit(1)
@@ -41,7 +46,7 @@ if (config.tracing !== undefined) {
   const { url, protocol, sampler, ratio } = config.tracing
   logger.info({ collector: new URL(url).host, protocol, sampler, ratio }, 'exporting traces')
 }
-const gateway = await createGateway({ config, logger })
+const gateway = await createGateway({ config, logger, reload: { load: read, text } })
 const { app, admin, health } = gateway
 const { drainMs, timeoutMs } = config.shutdown
 
@@ -49,7 +54,9 @@ const { drainMs, timeoutMs } = config.shutdown
 // drainMs while load balancers take the instance out; then the listener closes, in-flight
 // requests finish, Redis and the PMS pools close, and the process exits 0. Past timeoutMs,
 // or on a second signal, it exits at once (with 1).
-closeWithGrace({ delay: timeoutMs }, async ({ signal, err }) => {
+// SIGHUP reloads the config file (docs/operations.md, "Changing the configuration"); it never stops the process.
+process.on('SIGHUP', () => void gateway.reloader.reload('SIGHUP'))
+closeWithGrace({ delay: timeoutMs, skip: ['SIGHUP'] }, async ({ signal, err }) => {
   health.draining = true
   if (err !== undefined) logger.error({ err }, 'shutting down after an error')
   else logger.info({ signal, drainMs }, 'draining')

@@ -40,6 +40,8 @@ export class Metrics {
   private readonly idempotencyOutcomes: Counter<'route' | 'outcome'>
   readonly shedRequests: Counter
   private readonly deprecatedRequests: Counter<'route'>
+  private readonly configInfo: Gauge<'hash'>
+  private readonly configReloads: Counter<'outcome'>
   readonly traceSpansExported: Counter
   readonly traceSpansDropped: Counter<'reason'>
   private readonly eventsIngested: Counter<'publisher' | 'type' | 'outcome'>
@@ -150,6 +152,12 @@ export class Metrics {
       name: 'gateway_deprecated_requests_total', help: 'Requests to a deprecated route from its `since`, retired ones included, by route',
       labelNames: ['route'], registers: [this.registry],
     })
+    this.configInfo = new Gauge({
+      name: 'gateway_config_info', help: 'The configuration in force: its file\'s content hash (value 1)', labelNames: ['hash'], registers: [this.registry],
+    })
+    this.configReloads = new Counter({
+      name: 'gateway_config_reloads_total', help: 'Reloads of the configuration, by outcome: applied, unchanged, refused', labelNames: ['outcome'], registers: [this.registry],
+    })
     this.shedRequests = new Counter({
       name: 'gateway_shed_requests_total', help: 'Requests answered 503 because the instance was overloaded', registers: [this.registry],
     })
@@ -174,6 +182,13 @@ export class Metrics {
   /** A request to a deprecated route (docs/operations.md, "Deprecating, retiring and moving a route"). */
   deprecatedRequest(route: string): void {
     this.deprecatedRequests.inc({ route })
+  }
+
+  /** A reload's outcome (none at start), and the hash of the configuration then in force. */
+  configReload(outcome: 'applied' | 'unchanged' | 'refused' | undefined, hash: string): void {
+    if (outcome !== undefined) this.configReloads.inc({ outcome })
+    this.configInfo.reset()
+    this.configInfo.set({ hash }, 1)
   }
 
   jwksRefresh(issuer: string, result: 'ok' | 'error'): void {

@@ -21,6 +21,8 @@ export interface StatusSources {
   startedAt: number
   /** Webhook deliveries, as last read; absent without Redis. */
   webhooks?: () => DeliverySnapshot | undefined
+  /** The configuration in force: its file's hash and when it was loaded (docs/operations.md, "Changing the configuration"). */
+  config?: () => { hash: string; loadedAt: string }
 }
 
 export function statusReport(sources: StatusSources) {
@@ -58,5 +60,6 @@ export function statusReport(sources: StatusSources) {
     ...(sources.tokens === undefined ? {} : { oauth: sources.tokens.status() }),
     // The webhook queue (docs/operations.md, "Webhooks"); null until first read or while Redis does not answer.
     ...(sources.webhooks === undefined ? {} : { events: sources.webhooks() ?? null }),
+    ...(sources.config === undefined ? {} : { config: sources.config() }),
   }
 }

@@ -54,6 +54,8 @@ export const httpFileFields = {
     keepAliveTimeoutMs: positiveInt.default(65000).describe('Idle keep-alive connections close after this (above common load balancer idle timeouts)'),
     writeIdleTimeoutMs: positiveInt.default(15000)
       .describe('A connection whose partner takes none of the answer\'s bytes for this long is closed (checked every half of it), and the call it was answering ended (its upstream connection and slots freed)'),
+    watchConfig: z.boolean().default(false)
+      .describe('Reload the config file when it (or the directory holding it, as a Kubernetes ConfigMap volume changes it) changes, a second after the last change; SIGHUP and POST /admin/v1/config/reload reload it either way'),
     coalesceAnswers: z.boolean().default(true)
       .describe('The answers ready in one turn of the event loop end together at its end, one wake-up of the partner\'s side for many answers; false ends each the moment it is ready'),
   }).prefault({}),

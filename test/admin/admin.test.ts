@@ -109,7 +109,7 @@ describe('metrics', () => {
       expectProblem(await t.get(path, key), { code: 'ROUTE_NOT_FOUND', instance: path })
     }
     expectProblem(await admin('/v1/health'), {
-      code: 'ROUTE_NOT_FOUND', instance: '/v1/health', detail: 'There is no admin route at /v1/health; the admin port serves /metrics, /status, /events, /admin/v1/openapi.json and /livez.',
+      code: 'ROUTE_NOT_FOUND', instance: '/v1/health', detail: 'There is no admin route at /v1/health; the admin port serves /metrics, /status, /events, /admin/v1/openapi.json, /admin/v1/config/reload and /livez.',
     })
   })
 })

@@ -76,7 +76,7 @@ describe('the credentials API, only with ADMIN_TOKEN', () => {
   it('is not there without ADMIN_TOKEN: 404, as any unknown admin path', async () => {
     for (const path of ['/admin/v1/credentials', '/admin/v1/audit', '/admin/v1/credentials/key_00000000000000000']) {
       expectProblem(await admin('GET', path, { base: openAdminUrl, token: null }), {
-        code: 'ROUTE_NOT_FOUND', instance: path, detail: `There is no admin route at ${path}; the admin port serves /metrics, /status, /events, /admin/v1/openapi.json and /livez.`,
+        code: 'ROUTE_NOT_FOUND', instance: path, detail: `There is no admin route at ${path}; the admin port serves /metrics, /status, /events, /admin/v1/openapi.json, /admin/v1/config/reload and /livez.`,
       })
     }
   })

@@ -91,7 +91,7 @@ export class TestGateway {
     if (options.body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
     const res = await request(`${this.url}${path}`, { method: method as 'GET', headers, body: options.body })
     const answer = { statusCode: res.statusCode, headers: res.headers as Answer['headers'], body: await res.body.text() }
-    checkAnswer(method, path, answer, this.gateway.app.gatewayConfig)
+    checkAnswer(method, path, answer, this.gateway.serving().gatewayConfig)
     return answer
   }
 
