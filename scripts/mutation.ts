@@ -58,6 +58,22 @@ export function patternsFor(patterns: string[], modules: string[]): string[] {
   return patterns.filter((p) => p.startsWith('!') || wanted.some((m) => p.startsWith(`${m}/`)))
 }
 
+/**
+ * Modules whose rules have unit tests that need no gateway: a run over such modules only uses
+ * those files (Stryker's `--testFiles`), so it takes minutes instead of the hours of every
+ * related test, most of which start gateways. A module not listed runs its related tests.
+ */
+export const UNIT_TEST_FILES: Record<string, readonly string[]> = {
+  'src/events': ['test/events/rules.test.ts', 'test/events/log.test.ts', 'test/events/ingest-route.test.ts', 'test/events/config.test.ts', 'test/events/store.test.ts'],
+}
+
+/** The `--testFiles` a run over `modules` adds: their unit tests, when every one of them has some. */
+export function unitTestFilesFor(modules: string[]): string[] | undefined {
+  const lists = modules.map((m) => UNIT_TEST_FILES[m.replace(/\/+$/, '')])
+  if (lists.length === 0 || lists.some((list) => list === undefined)) return undefined
+  return [...new Set(lists.flatMap((list) => list ?? []))]
+}
+
 /** The key of a mutant in the accepted file. */
 export function mutantKey(file: string, mutant: Mutant): string {
   return `${file}:${mutant.location.start.line}:${mutant.location.start.column} ${mutant.mutatorName}`
@@ -164,6 +180,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const modules = args.filter(isModule)
   const options = args.filter((a) => !isModule(a))
   if (modules.length > 0) options.push('--mutate', patternsFor(await mutatePatterns(), modules).join(','))
+  const unitTests = unitTestFilesFor(modules)
+  if (unitTests !== undefined && !options.includes('--testFiles')) options.push('--testFiles', unitTests.join(','))
   if (!args.includes('--summary')) {
     mkdirSync(dirname(RUN_FILE), { recursive: true })
     if (existsSync(REPORT_FILE)) copyFileSync(REPORT_FILE, RUN_FILE)

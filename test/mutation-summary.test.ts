@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import {
-  ACCEPTED_FILE, REPORT_FILE, SUMMARY_FILE, mergeReports, modulesOf, mutantKey, mutatePatterns, mutationSummary, patternsFor,
+  ACCEPTED_FILE, REPORT_FILE, SUMMARY_FILE, UNIT_TEST_FILES, mergeReports, modulesOf, mutantKey, mutatePatterns, mutationSummary, patternsFor, unitTestFilesFor,
   type Accepted, type Report,
 } from '../scripts/mutation.js'
 
@@ -60,6 +60,14 @@ describe('the mutation summary', () => {
       'src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts',
     ])
     expect(() => patternsFor(patterns, ['src/nothing'])).toThrow('not a module of stryker.config.mjs: src/nothing')
+  })
+
+  it('runs a module with unit tests of its own over those only, and a mix with another module over every related test', () => {
+    expect(unitTestFilesFor(['src/events/'])).toEqual(UNIT_TEST_FILES['src/events'])
+    expect(unitTestFilesFor(['src/events', 'src/events'])).toEqual(UNIT_TEST_FILES['src/events'])
+    expect(unitTestFilesFor(['src/events', 'src/keys'])).toBeUndefined()
+    expect(unitTestFilesFor([])).toBeUndefined()
+    for (const files of Object.values(UNIT_TEST_FILES)) for (const file of files) expect(existsSync(file), file).toBe(true)
   })
 
   it('mutates every module that holds contract rules, the idempotency code, the event log and the partner client included', async () => {
