@@ -835,10 +835,10 @@ export interface components {
              */
             until?: string;
             /**
-             * @default failed
+             * @description `failed` (the default): the events the endpoint did not receive; `all`: every event it was subscribed to.
              * @enum {string}
              */
-            include: "failed" | "all";
+            include?: "failed" | "all";
         };
         NoFields: Record<string, unknown>;
         /** @description One request made with your credential, as the gateway answered it. Ignore fields you do not know: more may come. */

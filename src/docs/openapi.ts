@@ -276,7 +276,7 @@ function webhookSchemas(types: readonly string[]): JsonObject {
       properties: {
         since: { type: 'string', format: 'date-time', description: 'RFC 3339; within the events\' retention (30 days unless your operator set otherwise).' },
         until: { type: 'string', format: 'date-time', description: 'RFC 3339, not in the future; default: the time of the request.' },
-        include: { type: 'string', enum: ['failed', 'all'], default: 'failed' },
+        include: { type: 'string', enum: ['failed', 'all'], description: '`failed` (the default): the events the endpoint did not receive; `all`: every event it was subscribed to.' },
       },
     },
     NoFields: { type: 'object', additionalProperties: false, properties: {} },

@@ -207,6 +207,40 @@ describe('webhook endpoints', () => {
       await receiver.close()
     }
   })
+
+  it('recover sends again what a receiver that was down missed; recoveries, recovery and cancelRecovery follow it', async () => {
+    const receiver = await new Receiver(() => 503).listen()
+    try {
+      const { client: c, sent } = client()
+      const { id, secret } = (await c.webhookEndpoints.create({ url: receiver.url, eventTypes: ['property.updated'] })).data
+      const server = s.t.gateway.admin.server
+      const admin = server.listening ? `http://127.0.0.1:${(server.address() as { port: number }).port}` : await listenAdmin(s.t.gateway)
+      const since = new Date(Date.now() - 1000).toISOString()
+      const [event] = accepted(await publish(admin, hotelChanged(properties[0] as string)))
+      const eventId = event?.eventId as string
+      // Every attempt of the schedule fails (four with the tests' schedule); the receiver is then up.
+      expect(await eventually(async () => (await c.webhookEndpoints.deliveries(id)).data.length === 4, WAIT_MS)).toBe(true)
+      receiver.behaviour = () => 200
+      const started = await c.webhookEndpoints.recover(id, { since })
+      expect(started.status).toBe(202)
+      expect(sent.at(-1)?.headers.get('idempotency-key')).toMatch(UUID_V4)
+      expect(started.data).toMatchObject({ endpointId: id, since, include: 'failed', status: 'running', queued: 1, delivered: 0, failed: 0 })
+      const recoveryId = started.data.id
+      expect(await eventually(async () => (await c.webhookEndpoints.recovery(id, recoveryId)).data.status === 'done', WAIT_MS)).toBe(true)
+      expect((await c.webhookEndpoints.recovery(id, recoveryId)).data).toEqual({ ...started.data, status: 'done', delivered: 1 })
+      const [, , , , recovered] = receiver.of(eventId)
+      expect(verifyWebhook(recovered?.body as string, recovered?.headers as Record<string, string>, secret)).toEqual((await c.events.get(eventId)).data)
+      const list = await c.webhookEndpoints.recoveries(id)
+      expect({ data: list.data, pagination: list.meta.pagination }).toEqual({ data: [{ ...started.data, status: 'done', delivered: 1 }], pagination: { page: 1, perPage: 20, total: 1 } })
+      // Cancelling one that is done leaves it done.
+      expect((await c.webhookEndpoints.cancelRecovery(id, recoveryId)).status).toBe(204)
+      expect((await c.webhookEndpoints.recovery(id, recoveryId)).data.status).toBe('done')
+      const unknown = await rejection(c.webhookEndpoints.recovery(id, 'wr_01JDZ8Q3W4X5Y6Z7A8B9C0D1E2'))
+      expect({ status: unknown.status, code: unknown.code }).toEqual({ status: 404, code: 'WEBHOOK_RECOVERY_NOT_FOUND' })
+    } finally {
+      await receiver.close()
+    }
+  })
 })
 
 describe('declared routes: guests and rooms', () => {
