@@ -172,7 +172,7 @@ describe('the credentials API', () => {
         { field: 'name', code: 'INVALID_FORMAT', detail: 'name is a text of at most 100 characters, with no control or bidirectional-control character, or null for none' },
         { field: 'rateLimit', code: 'OUT_OF_RANGE', detail: 'rateLimit takes a whole number of requests above 0' },
         // This gateway declares no routes: its known scopes are those of the properties.
-        { field: 'scopes', code: 'INVALID_ENUM_VALUE', detail: "unknown scope 'everything' (known: events:read, properties:read, webhooks:read, webhooks:write)" },
+        { field: 'scopes', code: 'INVALID_ENUM_VALUE', detail: "unknown scope 'everything' (known: events:read, properties:read, request-logs:read, webhooks:read, webhooks:write)" },
         { field: 'properties', code: 'INVALID_FORMAT', detail: "malformed property UUID 'nope'" },
         { field: 'allowedIps', code: 'INVALID_FORMAT', detail: "allowedIps: '10.0.0.1/8' has bits set past its prefix; the block is 10.0.0.0/8" },
         { field: 'expiresAt', code: 'INVALID_FORMAT', detail: "expiresAt 'soon' is not a date-time that exists, with an offset (e.g. 2027-06-30T00:00:00Z)" },
