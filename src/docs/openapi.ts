@@ -590,8 +590,11 @@ function successResponse(policy: RoutePolicy, method: Method): [string, JsonObje
 }
 
 function tagOf(policy: RoutePolicy): string {
-  // One word: the reference's navigation links are made of the tag as written.
+  // A recovery's operations under a tag of their own: under Webhooks, after its first eight
+  // operations, the reference's renderer left them off the page (test/browser/docs-site.test.ts).
+  if (policy.kind === 'facade' && policy.path.startsWith('/v1/webhook-endpoints/{endpointId}/recover')) return 'Recoveries'
   if (policy.kind === 'facade' && policy.path.startsWith('/v1/webhook-endpoints')) return 'Webhooks'
+  // The navigation's links name a tag in lower case, its words joined by '-' ("Request Logs": #/request-logs/…).
   return (policy.path.split('/')[2] ?? 'api').split('-').map(capital).join(' ')
 }
 

@@ -69,7 +69,7 @@ describe.skipIf(!hasChromium)('the documentation site in a browser', { timeout: 
     for (const op of operations) {
       // The operation's entry (method and path) and its link in the navigation.
       const entry = page.locator(`button:has(.tag-${op.method}):has(span:text-is("${op.path}"))`)
-      const link = page.locator(`a[href="#/${op.tag.toLowerCase()}/${op.id.toLowerCase()}"]`)
+      const link = page.locator(`a[href="#/${op.tag.toLowerCase().replaceAll(' ', '-')}/${op.id.toLowerCase()}"]`)
       expect({ op: `${op.method} ${op.path}`, entries: await entry.count(), links: await link.count() })
         .toEqual({ op: `${op.method} ${op.path}`, entries: 1, links: 1 })
     }
