@@ -17,6 +17,7 @@ import type { Tracing } from '../tracing/tracing.js'
 // (fast-json-stringify) still checked each field's type at run time (docs/performance.md).
 
 /** A character JSON must escape, or half of a surrogate pair (JSON.stringify escapes a lone one). */
+// eslint-disable-next-line no-control-regex -- the control characters are what JSON must escape
 const NEEDS_ESCAPE = /[\u0000-\u001f"\\\ud800-\udfff]/
 
 /** A string field as JSON: quoted as it is when nothing in it needs escaping (nearly always). */
