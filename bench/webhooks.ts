@@ -14,7 +14,8 @@ import { waitingRows } from './webhooks-waiting.js'
 // PMS, Redis at REDIS_URL under a prefix of its own (removed at the end). CPU is this whole
 // process's (gateway, publisher and receiver together), so it is an upper bound per attempt.
 // WEBHOOK_BENCH_SOAK_SECONDS (120) sets the soak; the other sizes are below. First, the rows of
-// a backlog behind a hanging endpoint, on a Redis server of their own (webhooks-waiting.ts).
+// a backlog behind a hanging endpoint, on a Redis server of their own (webhooks-waiting.ts); then a
+// recovery of 10,000 events beside a live endpoint (recoveryRow).
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PREFIX = `gwbench:webhooks:${process.pid}:`
@@ -25,19 +26,28 @@ const THROUGHPUT_EVENTS = 500
 const STEADY_RATE = 20
 const STEADY_SECONDS = 10
 const FAN_OUT = 1000
+const RECOVERY_EVENTS = 10_000
+const LIVE_RATE = 10
+const LIVE_SECONDS = 20
 
-// WEBHOOK_BENCH_ONLY=waiting: only the rows of a backlog behind a hanging endpoint (webhooks-waiting.ts); =delivery: all but those.
+// WEBHOOK_BENCH_ONLY=waiting: only the rows of a backlog behind a hanging endpoint (webhooks-waiting.ts); =delivery: all but
+// those; =recovery: only the row of a recovery beside a live endpoint.
 const ONLY = process.env.WEBHOOK_BENCH_ONLY
-if (ONLY !== 'delivery') await waitingRows((line) => process.stdout.write(`${line}\n`))
+if (ONLY !== 'delivery' && ONLY !== 'recovery') await waitingRows((line) => process.stdout.write(`${line}\n`))
 if (ONLY === 'waiting') process.exit(0)
 
 const received = new Map<string, number[]>()
 let deliveries = 0
+/** Deliveries counted by the receiver's path, and when each event reached `/live`, for the recovery row. */
+const byPath = new Map<string, number>()
+const liveReceived = new Map<string, number>()
 const receiver: Server = createServer((req, res) => {
   req.resume()
   req.on('end', () => {
     deliveries += 1
     const id = req.headers['webhook-id'] as string
+    byPath.set(req.url as string, (byPath.get(req.url as string) ?? 0) + 1)
+    if (req.url === '/live') liveReceived.set(id, performance.now())
     const times = received.get(id) ?? []
     times.push(performance.now())
     received.set(id, times)
@@ -74,6 +84,27 @@ async function endpoints(count: number): Promise<void> {
   }
 }
 
+/** One endpoint under a key of its own, at the receiver's `path`: its id and the key. */
+async function endpointAt(path: string): Promise<{ id: string; key: string }> {
+  const { key } = await store.create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000 })
+  const res = await request(`${base}/v1/webhook-endpoints`, {
+    method: 'POST', headers: { ...headersOf(key), 'content-type': 'application/json' },
+    body: JSON.stringify({ url: `${receiverUrl}${path}`, eventTypes: ['property.updated'] }),
+  })
+  const text = await res.body.text()
+  if (res.statusCode !== 201) throw new Error(`endpoint: ${res.statusCode} ${text}`)
+  return { id: (JSON.parse(text) as { data: { id: string } }).data.id, key }
+}
+const headersOf = (key: string): Record<string, string> => ({ host: 'localhost', authorization: `Bearer ${key}`, 'user-agent': 'bench/1.0' })
+async function call(key: string, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+  const res = await request(`${base}${path}`, {
+    method, headers: body === undefined ? headersOf(key) : { ...headersOf(key), 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await res.body.text()
+  return { status: res.statusCode, json: text === '' ? null : JSON.parse(text) }
+}
+
 let sequence = 0
 async function publish(count: number): Promise<string[]> {
   const batch = Array.from({ length: count }, () => ({
@@ -101,7 +132,80 @@ const row = (line: string): void => {
   process.stdout.write(`${line}\n`)
 }
 
-try {
+/**
+ * A recovery of RECOVERY_EVENTS events to one endpoint while another keeps receiving live
+ * events: the recovery's deliveries a second, and the live endpoint's ingest-to-delivery
+ * latency with it against the same live traffic just before, without it. The recovered events
+ * were published while their endpoint was disabled (so each is due and never attempted), and
+ * the live endpoint was made after them (so none of them is its). Both endpoints go at the end.
+ */
+async function recoveryRow(): Promise<void> {
+  const recovered = await endpointAt('/recovered')
+  const disabled = await call(recovered.key, 'PATCH', `/v1/webhook-endpoints/${recovered.id}`, { status: 'disabled' })
+  if (disabled.status !== 200) throw new Error(`disable: ${disabled.status} ${JSON.stringify(disabled.json)}`)
+  const since = new Date(Date.now() - 1000).toISOString()
+  for (let i = 0; i < RECOVERY_EVENTS; i += 100) await publish(100)
+  await new Promise((r) => setTimeout(r, 5))
+  const upTo = new Date().toISOString()
+  const enabled = await call(recovered.key, 'PATCH', `/v1/webhook-endpoints/${recovered.id}`, { status: 'enabled' })
+  if (enabled.status !== 200) throw new Error(`enable: ${enabled.status} ${JSON.stringify(enabled.json)}`)
+  const live = await endpointAt('/live')
+
+  /** Live events at LIVE_RATE, `count` of them or until `stop`: the live endpoint's latencies in ms. */
+  const liveTraffic = async (count: number, stop: () => boolean): Promise<number[]> => {
+    const sent = new Map<string, number>()
+    const interval = 1000 / LIVE_RATE
+    for (let i = 0; i < count && !stop(); i += 1) {
+      const at = performance.now()
+      const [id] = await publish(1)
+      sent.set(id as string, at)
+      const wait = interval - (performance.now() - at)
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+    }
+    await until(() => [...sent.keys()].every((id) => liveReceived.has(id)), 120_000)
+    return [...sent].map(([id, at]) => (liveReceived.get(id) as number) - at)
+  }
+  const liveBefore = byPath.get('/live') ?? 0
+  const quiet = await liveTraffic(LIVE_RATE * LIVE_SECONDS, () => false)
+
+  const recoveredBefore = byPath.get('/recovered') ?? 0
+  const allBefore = deliveries
+  const cpu = process.cpuUsage()
+  const started = performance.now()
+  const made = await call(recovered.key, 'POST', `/v1/webhook-endpoints/${recovered.id}/recover`, { since, until: upTo, include: 'failed' })
+  const queued = (made.json as { data?: { queued?: number } } | null)?.data?.queued
+  if (made.status !== 202 || queued !== RECOVERY_EVENTS) throw new Error(`recover: ${made.status} ${JSON.stringify(made.json)}`)
+  const recoveryId = (made.json as { data: { id: string } }).data.id
+  let finishedAt = 0
+  const watch = (async () => {
+    for (;;) {
+      const one = await call(recovered.key, 'GET', `/v1/webhook-endpoints/${recovered.id}/recoveries/${recoveryId}`)
+      const view = (one.json as { data: { status: string; delivered: number; failed: number } }).data
+      if (view.status !== 'running') {
+        finishedAt = performance.now()
+        return view
+      }
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  })()
+  const during = await liveTraffic(LIVE_RATE * 1800, () => finishedAt !== 0)
+  const view = await watch
+  const seconds = (finishedAt - started) / 1000
+  const used = process.cpuUsage(cpu)
+  const attempts = deliveries - allBefore
+  const sentToRecovered = (byPath.get('/recovered') ?? 0) - recoveredBefore
+  if (view.status !== 'done' || view.delivered !== RECOVERY_EVENTS) throw new Error(`recovery ended ${JSON.stringify(view)}`)
+  if ((byPath.get('/live') ?? 0) - liveBefore !== quiet.length + during.length) throw new Error('a live event did not reach the live endpoint')
+  const ms = (values: number[]): string => `p50 ${quantile(values, 0.5).toFixed(1)} ms, p99 ${quantile(values, 0.99).toFixed(1)} ms`
+  row(`recovery of ${RECOVERY_EVENTS} events to one endpoint: ${Math.round(RECOVERY_EVENTS / seconds)} deliveries/s (${seconds.toFixed(1)} s; ${sentToRecovered} requests to it, live events included); CPU per delivery ${Math.round((used.user + used.system) / attempts)} µs (whole process, live deliveries included)`)
+  row(`another endpoint's ingest-to-delivery at ${LIVE_RATE} events/s: without the recovery ${ms(quiet)} (${quiet.length} events); during it ${ms(during)} (${during.length} events)`)
+  for (const ep of [recovered, live]) {
+    const gone = await call(ep.key, 'DELETE', `/v1/webhook-endpoints/${ep.id}`)
+    if (gone.status !== 204) throw new Error(`delete: ${gone.status}`)
+  }
+}
+
+async function deliveryRows(): Promise<void> {
   // 1. Deliveries per second to a fast receiver, CPU per attempt.
   await endpoints(THROUGHPUT_ENDPOINTS)
   let before = deliveries
@@ -152,6 +256,11 @@ try {
   const mib = (bytes: number): string => (bytes / 1048576).toFixed(0)
   const tenth = Math.max(1, Math.floor(rss.length / 10))
   row(`soak ${SOAK_SECONDS} s to ${FAN_OUT} endpoints: ${Math.round((deliveries - before) / seconds)} deliveries/s; RSS first tenth ${mib(quantile(rss.slice(0, tenth), 0.5))} MiB, last tenth ${mib(quantile(rss.slice(-tenth), 0.5))} MiB; CPU per attempt ${Math.round((used.user + used.system) / Math.max(1, deliveries - before))} µs`)
+}
+
+try {
+  await recoveryRow()
+  if (ONLY !== 'recovery') await deliveryRows()
 } finally {
   await gateway.app.close()
   await pms.close()
