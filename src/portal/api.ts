@@ -1,5 +1,5 @@
 import type { RouteOptions } from 'fastify'
-import { builtInRoutes, webhookRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
+import { builtInRoutes, requestLogRoutes, webhookRoutes, type Method, type RoutePolicy } from '../routes/policy.js'
 import { PORTAL_API_PREFIX } from './http.js'
 import type { Capability } from './schemas.js'
 
@@ -29,6 +29,11 @@ export const PORTAL_API_ROUTES: ReadonlyMap<string, Readonly<Partial<Record<Meth
   [webhookRoutes.testWebhookEndpoint.path, { POST: 'manage_webhooks' }],
   [webhookRoutes.listWebhookDeliveries.path, { GET: 'view' }],
   [webhookRoutes.redeliverEvent.path, { POST: 'replay' }],
+  [webhookRoutes.recoverWebhookEndpoint.path, { POST: 'replay' }],
+  [webhookRoutes.listWebhookRecoveries.path, { GET: 'view' }],
+  [webhookRoutes.webhookRecovery.path, { GET: 'view', DELETE: 'replay' }],
+  [requestLogRoutes.listRequestLogs.path, { GET: 'view' }],
+  [requestLogRoutes.getRequestLog.path, { GET: 'view' }],
 ])
 
 /** The capability `method` of the partner route of `policy` needs in the portal; undefined: not served there. */

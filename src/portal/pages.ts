@@ -12,7 +12,7 @@ import { PORTAL_PREFIX } from './http.js'
 // page is one document for every screen; its script picks the screen from the path.
 
 /** The screens' paths: each serves the page, whose script shows the screen. */
-export const PAGE_PATHS = ['/', '/enter', '/usage', '/webhooks', '/events'].map((path) => `${PORTAL_PREFIX}${path}`)
+export const PAGE_PATHS = ['/', '/enter', '/usage', '/request-log', '/webhooks', '/events'].map((path) => `${PORTAL_PREFIX}${path}`)
 
 const TYPES: Readonly<Record<string, string>> = {
   '.html': 'text/html; charset=utf-8',

@@ -7,6 +7,8 @@ import { MockWebhookReceiver } from '../../mocks/webhook-receiver/server.js'
 import { buildDirectory } from '../../src/portal/pages.js'
 import { accepted, hotelChanged, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { admin, dataOf, makeLink, startPortalGateway, type PortalGateway } from '../helpers/portal.js'
+import { Receiver } from '../helpers/receiver.js'
+import { createEndpoint } from '../helpers/webhooks.js'
 
 // The partner portal in a real headless browser (Debian's chromium) against a real gateway,
 // Redis and the stand-in webhook receiver (docs/partners.md, "The portal"): entering by a
@@ -226,6 +228,66 @@ describe.skipIf(!hasChromium || !built)('the partner portal in a browser', () =>
     await context.close()
   }, TEST_MS)
 
+  it('recovers an endpoint\'s events of a time range: a bad time at its field, the progress shown, the recovery cancelled', async () => {
+    const { key, id } = await p.t.keyWithId()
+    // A receiver that never answers: each attempt holds one of the endpoint's 4 leases until it
+    // times out (10 s), and the 12 events published first go before the recovery's, which stays running.
+    const down = await new Receiver(() => 'hang').listen()
+    const endpoint = await createEndpoint(p.t, key, { url: `${down.url}/down`, eventTypes: ['property.updated'] })
+    try {
+      const since = new Date(Date.now() - 1000).toISOString()
+      const published = accepted(await publish(p.adminUrl, Array.from({ length: 12 }, () => hotelChanged(randomUUID()))))
+      expect(published).toHaveLength(12)
+      const { context, page } = await enterPortal(id, ['replay'])
+      await screen(page, 'Webhooks')
+      const article = page.getByRole('article', { name: `${down.url}/down` })
+      await article.getByRole('button', { name: 'Recover', exact: true }).click()
+      await article.locator('.recoveries .empty').waitFor({ timeout: WAIT_MS })
+      expect(await article.locator('.recoveries .empty').innerText()).toBe('No recoveries in the last 7 days. After your receiver was down, choose the time range above to send what it missed.')
+
+      const from = article.getByRole('textbox', { name: 'From' })
+      await from.fill('yesterday')
+      await article.getByRole('button', { name: 'Start recovery' }).click()
+      const sinceError = `#${endpoint.id}-recover-since-error`
+      await page.locator(sinceError).waitFor({ timeout: WAIT_MS })
+      const refused = JSON.parse((await p.t.call('POST', `/v1/webhook-endpoints/${endpoint.id}/recover`, { key, body: JSON.stringify({ since: 'yesterday' }) })).body) as { errors: { field: string; detail: string }[] }
+      expect(refused.errors.map((e) => e.field)).toEqual(['since'])
+      expect(await page.locator(sinceError).innerText()).toBe(refused.errors[0]?.detail)
+      expect(await from.getAttribute('aria-invalid')).toBe('true')
+      expect(await violations(page)).toEqual([])
+
+      // From the keyboard: the time typed, "all" chosen, the form sent with Enter.
+      await from.fill('')
+      await from.focus()
+      await page.keyboard.type(since)
+      await article.getByRole('radio', { name: 'All of them, received or not' }).focus()
+      await page.keyboard.press('Space')
+      await from.focus()
+      await page.keyboard.press('Enter')
+      const notice = await article.locator('.recoveries').getByRole('status').innerText({ timeout: WAIT_MS })
+      const recoveryId = /^Recovery (wr_\w+) started: 12 events to send\.$/.exec(notice)?.[1] as string
+      expect(recoveryId).toMatch(/^wr_/)
+      const table = article.getByRole('table', { name: 'Recoveries of the last 7 days, newest first' })
+      await table.waitFor({ timeout: WAIT_MS })
+      const row = table.getByRole('row').nth(1)
+      expect((await row.innerText()).split('\t').map((cell) => cell.trim())).toEqual([
+        recoveryId, expect.stringMatching(/ to /) as string, 'All', 'Running', '0 of 12 sent: 0 delivered, 0 failed', 'Cancel',
+      ])
+      expect(await violations(page)).toEqual([])
+
+      await article.getByRole('button', { name: `Cancel recovery ${recoveryId}` }).click()
+      await expect.poll(() => article.locator('.recoveries').getByRole('status').innerText(), { timeout: WAIT_MS })
+        .toBe(`Recovery ${recoveryId} cancelled: what it had not yet sent will not be sent.`)
+      await expect.poll(async () => (await row.innerText()).split('\t').map((cell) => cell.trim())[3], { timeout: WAIT_MS }).toBe('Cancelled')
+      // The API says the same.
+      expect(dataOf<{ status: string }>(await p.t.get(`/v1/webhook-endpoints/${endpoint.id}/recoveries/${recoveryId}`, key)).status).toBe('cancelled')
+      await context.close()
+    } finally {
+      await p.t.call('DELETE', `/v1/webhook-endpoints/${endpoint.id}`, { key })
+      await down.close()
+    }
+  }, TEST_MS)
+
   it('shows a problem as a sentence beside the field it concerns', async () => {
     const { id } = await p.t.keyWithId()
     const { context, page } = await enterPortal(id, ['manage_webhooks'])
@@ -270,6 +332,66 @@ describe.skipIf(!hasChromium || !built)('the partner portal in a browser', () =>
     expect(row).toContain(event?.eventId as string)
     expect(row).toContain(`/v1/properties/${property}`)
     await context.close()
+  }, TEST_MS)
+
+  it('finds a failed API call by its request id: its status and problem code; filters at their fields; no match says what to do', async () => {
+    const { key, id } = await p.t.keyWithId()
+    const failed = await p.t.get('/v1/properties?perPage=1000', key)
+    expect(failed.statusCode).toBe(400)
+    const problem = JSON.parse(failed.body) as { code: string }
+    const requestId = String(failed.headers['service-request-id'])
+    expect(requestId).toMatch(/^req_[0-9a-f]{32}$/)
+    await p.t.gateway.requestLog?.writer.flush()
+    const { context, page } = await enterPortal(id)
+    await screen(page, 'Request log')
+    await page.getByRole('table').waitFor({ timeout: WAIT_MS })
+    expect(await violations(page)).toEqual([])
+
+    // From the keyboard: the id typed into the search box, sent with Enter.
+    await page.getByRole('textbox', { name: 'Request id' }).focus()
+    await page.keyboard.type(requestId)
+    await page.keyboard.press('Enter')
+    const entry = page.getByTestId('entry')
+    await entry.waitFor({ timeout: WAIT_MS })
+    const facts = Object.fromEntries(await entry.locator('dt').evaluateAll((terms) => terms.map((dt) => [dt.textContent, dt.nextElementSibling?.textContent])))
+    expect(facts).toMatchObject({ 'Request id': requestId, Request: 'GET /v1/properties', Route: '/v1/properties', 'Query parameters': 'perPage', Status: '400', 'Problem code': problem.code })
+    expect(problem.code).toBe('INVALID_QUERY_PARAMETER')
+    expect(await page.getByRole('heading', { level: 2, name: `Request ${requestId}` }).evaluate((h) => h === document.activeElement)).toBe(true)
+    expect(await violations(page)).toEqual([])
+
+    // An id the log does not hold: said at the search box.
+    const unknown = `req_${'0'.repeat(32)}`
+    await page.getByRole('textbox', { name: 'Request id' }).fill(unknown)
+    await page.getByRole('button', { name: 'Find' }).click()
+    await page.locator('#log-request-id-error').waitFor({ timeout: WAIT_MS })
+    expect(await page.locator('#log-request-id-error').innerText()).toMatch(new RegExp(`^No request with id '${unknown}' is in the log of this credential\\.`))
+    expect(await page.getByRole('textbox', { name: 'Request id' }).getAttribute('aria-invalid')).toBe('true')
+
+    // A filter the API refuses: its sentence at its field, the API's own.
+    const refused = JSON.parse((await p.t.get('/v1/request-logs?status=abc', key)).body) as { errors: { field: string; detail: string }[] }
+    expect(refused.errors.map((e) => e.field)).toEqual(['status'])
+    await page.getByRole('textbox', { name: 'Status' }).fill('abc')
+    await page.getByRole('button', { name: 'Filter', exact: true }).click()
+    await page.locator('#log-status-error').waitFor({ timeout: WAIT_MS })
+    expect(await page.locator('#log-status-error').innerText()).toBe(refused.errors[0]?.detail)
+    expect(await page.getByRole('textbox', { name: 'Status' }).getAttribute('aria-invalid')).toBe('true')
+
+    // The errors alone: the failed call, and the filter in the page's address.
+    await page.getByRole('textbox', { name: 'Status' }).fill('errors')
+    await page.getByRole('button', { name: 'Filter', exact: true }).click()
+    await expect.poll(async () => (await page.getByRole('table').getByRole('row').allInnerTexts()).length, { timeout: WAIT_MS }).toBe(2)
+    expect((await page.getByRole('table').getByRole('row').nth(1).innerText()).split(/\s+/)).toEqual(expect.arrayContaining(['GET', '/v1/properties', '400', problem.code, requestId]))
+    expect(new URL(page.url()).search).toBe('?status=errors')
+    await page.getByRole('button', { name: `Details of ${requestId}` }).click()
+    await expect.poll(() => entry.locator('dd').first().innerText(), { timeout: WAIT_MS }).toBe(requestId)
+
+    // Nothing matches: the empty state says what to do.
+    await page.getByRole('textbox', { name: 'Status' }).fill('5xx')
+    await page.getByRole('button', { name: 'Filter', exact: true }).click()
+    await expect.poll(() => page.locator('.empty').innerText(), { timeout: WAIT_MS }).toBe('No request matches these filters. Change them, or clear them to see every request.')
+    expect(await violations(page)).toEqual([])
+    await context.close()
+
   }, TEST_MS)
 
   it('refuses a change sent without the CSRF token, and nothing changes', async () => {

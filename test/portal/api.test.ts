@@ -68,6 +68,61 @@ describe('a session reaches its credential only', () => {
   })
 })
 
+describe('the request log and recoveries through the portal', () => {
+  it('lists and finds the credential\'s own requests as the API does; another credential\'s request is not found', async () => {
+    const mine = await p.t.keyWithId()
+    const theirs = await p.t.keyWithId()
+    const failed = await p.t.get('/v1/properties?perPage=1000', mine.key)
+    expect(failed.statusCode).toBe(400)
+    const other = await p.t.get('/v1/credential', theirs.key)
+    await p.t.gateway.requestLog?.writer.flush()
+    const session = await sessionOf(p, mine.id)
+    const id = String(failed.headers['service-request-id'])
+    const path = `/portal/api/v1/request-logs/${id}`
+    const found = await portal(p, 'GET', path, { cookie: session.cookie })
+    const api = await p.t.get(`/v1/request-logs/${id}`, mine.key)
+    expect(found.statusCode).toBe(200)
+    expect(dataOf(found)).toEqual(dataOf(api))
+    expect(dataOf(found)).toMatchObject({ id, method: 'GET', route: '/v1/properties', path: '/v1/properties', queryParameters: ['perPage'], status: 400, code: 'INVALID_QUERY_PARAMETER' })
+    const list = await portal(p, 'GET', '/portal/api/v1/request-logs?status=errors', { cookie: session.cookie })
+    expect(list.statusCode).toBe(200)
+    expect(dataOf<{ id: string }[]>(list).map((e) => e.id)).toEqual([id])
+    const otherId = String(other.headers['service-request-id'])
+    const missing = `/portal/api/v1/request-logs/${otherId}`
+    expectProblem(await portal(p, 'GET', missing, { cookie: session.cookie }), { code: 'REQUEST_LOG_NOT_FOUND', instance: missing, detail: `No request with id '${otherId}' is in the log of this credential.` })
+    const refused = await p.t.get('/v1/request-logs?status=abc', mine.key)
+    const bad = await portal(p, 'GET', '/portal/api/v1/request-logs?status=abc', { cookie: session.cookie })
+    expectProblem(bad, { code: 'INVALID_QUERY_PARAMETER', instance: '/portal/api/v1/request-logs', errors: (JSON.parse(refused.body) as { errors: NonNullable<Parameters<typeof expectProblem>[1]['errors']> }).errors })
+  })
+
+  it('starts, lists and cancels a recovery with replay; without it 403 and nothing starts', async () => {
+    const { key, id } = await p.t.keyWithId()
+    const endpoint = await createEndpoint(p.t, key, { url: 'https://hooks.example.com/recover', eventTypes: ['property.updated'] })
+    const path = `/portal/api/v1/webhook-endpoints/${endpoint.id}/recover`
+    const since = new Date(Date.now() - 60_000).toISOString()
+    const viewer = await sessionOf(p, id, { capabilities: ['manage_webhooks'] })
+    expectProblem(await portal(p, 'POST', path, { cookie: viewer.cookie, csrf: viewer.csrf, body: { since } }), { code: 'PORTAL_CAPABILITY_MISSING', instance: path })
+    const list = `/portal/api/v1/webhook-endpoints/${endpoint.id}/recoveries`
+    expect(dataOf(await portal(p, 'GET', list, { cookie: viewer.cookie }))).toEqual([])
+    const session = await sessionOf(p, id, { capabilities: ['replay'] })
+    expectProblem(await portal(p, 'POST', path, { cookie: session.cookie, body: { since } }), { code: 'PORTAL_CSRF_FAILED', instance: path })
+    expectProblem(await portal(p, 'POST', path, { cookie: session.cookie, csrf: session.csrf, body: { since: 'yesterday' } }), {
+      code: 'VALIDATION_FAILED', instance: path, errors: [{ field: 'since', code: 'INVALID_FORMAT', detail: expect.any(String) }],
+    })
+    const started = await portal(p, 'POST', path, { cookie: session.cookie, csrf: session.csrf, body: { since, include: 'all' } })
+    expect(started.statusCode).toBe(202)
+    const recovery = dataOf<{ id: string; status: string }>(started)
+    expect(recovery).toMatchObject({ endpointId: endpoint.id, since, include: 'all', queued: 0, delivered: 0, failed: 0 })
+    const listed = await portal(p, 'GET', list, { cookie: session.cookie })
+    expect(dataOf(listed)).toEqual(dataOf(await p.t.get(`/v1/webhook-endpoints/${endpoint.id}/recoveries`, key)))
+    expect(dataOf<{ id: string }[]>(listed).map((r) => r.id)).toEqual([recovery.id])
+    const one = `${list}/${recovery.id}`
+    expectProblem(await portal(p, 'DELETE', one, { cookie: viewer.cookie, csrf: viewer.csrf }), { code: 'PORTAL_CAPABILITY_MISSING', instance: one })
+    const cancelled = await portal(p, 'DELETE', one, { cookie: session.cookie, csrf: session.csrf })
+    expect({ status: cancelled.statusCode, body: cancelled.body }).toEqual({ status: 204, body: '' })
+  })
+})
+
 describe('usage', () => {
   it('gives the requests of the last 30 days per day and route by status class, its own and not another\'s', async () => {
     const mine = await p.t.keyWithId()
@@ -166,7 +221,7 @@ describe('the page', () => {
   const build = readBuild(buildDirectory())
 
   it.skipIf(build === undefined)('is served at each screen\'s path and its assets from the gateway, with the portal\'s headers and cache rules', async () => {
-    for (const path of ['/portal/', '/portal/enter', '/portal/usage', '/portal/webhooks', '/portal/events']) {
+    for (const path of ['/portal/', '/portal/enter', '/portal/usage', '/portal/request-log', '/portal/webhooks', '/portal/events']) {
       const answer = await portal(p, 'GET', path, { headers: { accept: 'text/html' } })
       expect({ path, status: answer.statusCode, type: answer.headers['content-type'], cache: answer.headers['cache-control'] })
         .toEqual({ path, status: 200, type: 'text/html; charset=utf-8', cache: 'no-cache' })

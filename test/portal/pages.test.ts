@@ -52,7 +52,7 @@ describe('a build', () => {
 
 describe('serving it', () => {
   it('answers the document at every screen\'s path, revalidated on each load', async () => {
-    expect(PAGE_PATHS).toEqual(['/portal/', '/portal/enter', '/portal/usage', '/portal/webhooks', '/portal/events'])
+    expect(PAGE_PATHS).toEqual(['/portal/', '/portal/enter', '/portal/usage', '/portal/request-log', '/portal/webhooks', '/portal/events'])
     for (const url of PAGE_PATHS) {
       const res = await app.inject({ url })
       expect({ url, status: res.statusCode, type: res.headers['content-type'], cache: res.headers['cache-control'], etag: res.headers.etag, body: res.body })

@@ -5,7 +5,7 @@ import { portalCapabilityOf, PORTAL_API_ROUTES } from '../../src/portal/api.js'
 import { portalOrigins } from '../../src/portal/config.js'
 import { cookieValue, isPortalPath, sessionCookie } from '../../src/portal/http.js'
 import { csrfMatches, csrfTokenOf, digestSecret, linkInput, newSecret } from '../../src/portal/sessions.js'
-import { builtInRoutes, webhookRoutes } from '../../src/routes/policy.js'
+import { builtInRoutes, requestLogRoutes, webhookRoutes } from '../../src/routes/policy.js'
 
 // The portal's rules without a gateway: a link's input, the CSRF token, the cookie, which
 // paths are the portal's and which partner routes it serves with which capability.
@@ -129,6 +129,11 @@ describe('the portal\'s paths and routes', () => {
     expect(portalCapabilityOf(webhookRoutes.webhookEndpoint, 'PATCH')).toBe('manage_webhooks')
     expect(portalCapabilityOf(webhookRoutes.webhookEndpoint, 'DELETE')).toBe('manage_webhooks')
     expect(portalCapabilityOf(webhookRoutes.redeliverEvent, 'POST')).toBe('replay')
+    expect(portalCapabilityOf(webhookRoutes.recoverWebhookEndpoint, 'POST')).toBe('replay')
+    expect(portalCapabilityOf(webhookRoutes.webhookRecovery, 'DELETE')).toBe('replay')
+    expect(portalCapabilityOf(webhookRoutes.listWebhookRecoveries, 'GET')).toBe('view')
+    expect(portalCapabilityOf(requestLogRoutes.listRequestLogs, 'GET')).toBe('view')
+    expect(portalCapabilityOf(requestLogRoutes.getRequestLog, 'GET')).toBe('view')
     expect(portalCapabilityOf(webhookRoutes.webhookEndpoint, 'PUT')).toBeUndefined()
     expect(portalCapabilityOf(builtInRoutes.listProperties, 'GET')).toBeUndefined()
     expect(portalCapabilityOf(builtInRoutes.health, 'GET')).toBeUndefined()

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { call, currentSession, enterWith, ProblemError, startSession, type SessionInfo } from './api'
 import { Events } from './events'
 import { Overview } from './overview'
+import { RequestLog } from './request-log'
 import './style.css'
 import { Alert } from './ui'
 import { UsageScreen } from './usage'
@@ -15,6 +16,7 @@ import { Webhooks } from './webhooks'
 const SCREENS = [
   { path: '/portal/', name: 'Overview' },
   { path: '/portal/usage', name: 'Usage' },
+  { path: '/portal/request-log', name: 'Request log' },
   { path: '/portal/webhooks', name: 'Webhooks' },
   { path: '/portal/events', name: 'Events' },
 ] as const
@@ -126,6 +128,7 @@ function App() {
       <main id="main" key={screen.path}>
         {screen.name === 'Overview' ? <Overview session={session} />
           : screen.name === 'Usage' ? <UsageScreen />
+            : screen.name === 'Request log' ? <RequestLog />
             : screen.name === 'Webhooks' ? <Webhooks session={session} />
               : <Events session={session} />}
       </main>

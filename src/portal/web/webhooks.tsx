@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks'
 import { api, call, type SessionInfo } from './api'
+import { Recoveries } from './recover'
 import { Alert, Empty, Field, formSentence, Heading, Loading, Secret, sentenceOf, time, useLoad } from './ui'
 
 interface Endpoint {
@@ -111,6 +112,7 @@ function EndpointView({ endpoint, session, onChanged, onSecret }: { endpoint: En
   const [editing, setEditing] = useState(false)
   const [confirmDelete, setConfirmDelete] = useState(false)
   const [showDeliveries, setShowDeliveries] = useState(false)
+  const [showRecoveries, setShowRecoveries] = useState(false)
   const [notice, setNotice] = useState<string | undefined>()
   const [error, setError] = useState<unknown>()
   const manage = session.capabilities.includes('manage_webhooks')
@@ -167,10 +169,12 @@ function EndpointView({ endpoint, session, onChanged, onSecret }: { endpoint: En
           </span>
         ) : <button type="button" onClick={() => setConfirmDelete(true)}>Delete</button>) : null}
         <button type="button" aria-expanded={showDeliveries} onClick={() => setShowDeliveries(!showDeliveries)}>Deliveries</button>
+        <button type="button" aria-expanded={showRecoveries} onClick={() => setShowRecoveries(!showRecoveries)}>Recover</button>
       </div>
       {notice === undefined ? null : <p role="status">{notice}</p>}
       {error === undefined ? null : <Alert>{sentenceOf(error)}</Alert>}
       {showDeliveries ? <Deliveries endpoint={endpoint} replay={session.capabilities.includes('replay')} /> : null}
+      {showRecoveries ? <Recoveries endpointId={endpoint.id} replay={session.capabilities.includes('replay')} enabled={endpoint.status === 'enabled'} /> : null}
     </article>
   )
 }
