@@ -44,10 +44,10 @@ import { eventRoutes } from './events/routes.js'
 import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
 import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
-import { requestLogPartnerRoutes } from './request-log/routes.js'
+import { requestLogPartnerRoutes, routeTemplatesOf } from './request-log/routes.js'
 import type { RequestLogStore } from './request-log/store.js'
 import type { RequestLogWriter } from './request-log/writer.js'
-import { assertPolicy, builtInRoutes, DEFAULT_BODY_BYTES, webhookRoutes, type RoutePolicy } from './routes/policy.js'
+import { assertPolicy, DEFAULT_BODY_BYTES, type RoutePolicy } from './routes/policy.js'
 import type { Tracing } from './tracing/tracing.js'
 import { portalTwin } from './portal/api.js'
 import { portalHeaders } from './portal/http.js'
@@ -317,9 +317,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
   if (deps.webhooks !== undefined) await app.register(deps.webhooks)
   if (deps.requestLog !== undefined) {
-    // What the `route` filter takes: every template of the route table.
-    const templates = [...Object.values(builtInRoutes), ...Object.values(webhookRoutes), ...config.routes].map((p) => p.path)
-    await app.register(requestLogPartnerRoutes({ store: deps.requestLog.store, routes: [...new Set(templates)] }))
+    await app.register(requestLogPartnerRoutes({ store: deps.requestLog.store, routes: routeTemplatesOf(config) }))
   }
   if (deps.portal !== undefined) {
     await app.register(portalRoutes({ sessions: deps.portal, ...(deps.events === undefined ? {} : { events: deps.events }), ...(deps.credentials === undefined ? {} : { credentials: deps.credentials }) }))

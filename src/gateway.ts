@@ -34,6 +34,8 @@ import type { UpstreamOutcome } from './upstream/errors.js'
 import { portalOrigins } from './portal/config.js'
 import { PortalSessions, type EndReason } from './portal/sessions.js'
 import { PortalSessionStore } from './portal/store.js'
+import { REQUEST_LOG_ADMIN_PATHS, requestLogAdminRoutes } from './request-log/admin-routes.js'
+import { routeTemplatesOf } from './request-log/routes.js'
 import { RequestLogStore } from './request-log/store.js'
 import { RequestLogWriter } from './request-log/writer.js'
 import { VERSION } from './version.js'
@@ -332,6 +334,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           storeUp: () => redisMonitor?.up ?? true,
           onError: (error: unknown) => logger.error({ err: error }, 'credentials API request failed'),
           ...(portal === undefined ? {} : { portal }),
+        }),
+      }]),
+      ...(config.adminToken === undefined || requestLog === undefined ? [] : [{
+        paths: REQUEST_LOG_ADMIN_PATHS,
+        routes: requestLogAdminRoutes({
+          store: requestLog.store, credentials, docsUrl: config.docsUrl,
+          routes: () => routeTemplatesOf(serving.gatewayConfig),
+          storeUp: () => redisMonitor?.up ?? true,
+          onError: (error: unknown) => logger.error({ err: error }, 'request log admin request failed'),
         }),
       }]),
     ],

@@ -22,8 +22,11 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions): Logger {
   let destination = options.destination
   if (destination === undefined) {
-    const stdout = pino.destination({ dest: 1, sync: false, minLength: 4096 })
-    // The buffer writes at 4 KiB; a quiet instance must not sit on its lines.
+    // Lines leave in writes of 16 KiB (about 45 request lines): each write to a pipe is a call
+    // into the thread pool and a wake-up of the reader, a few % of a cached answer's CPU at 4 KiB
+    // (docs/performance.md). A quiet instance must not sit on its lines: at least every second.
+    // A crash loses what the buffer holds (docs/operations.md, "Logs").
+    const stdout = pino.destination({ dest: 1, sync: false, minLength: 16384, maxWrite: 65536 })
     setInterval(() => stdout.flush(), 1000).unref()
     destination = stdout
   }

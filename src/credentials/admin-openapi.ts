@@ -2,7 +2,10 @@ import { z } from 'zod'
 import { errorCatalog, fieldErrorCodes, type ErrorCode } from '../contract/errors.js'
 import { problemJsonSchema } from '../contract/problem.js'
 import { UTC_MILLIS } from '../contract/property.js'
+import { queryParameter, requestLogEntrySchema } from '../docs/openapi.js'
 import { portalLinkBody, portalLinkView } from '../portal/schemas.js'
+import { CSV_MAX_ROWS } from '../request-log/admin-routes.js'
+import { requestLogRoutes } from '../routes/policy.js'
 import { ADMIN_API_PREFIX } from './admin-api.js'
 import {
   auditEntry, createdView, createGrantBody, createKeyBody, credentialView, revokedView, rollBody, rolledView, RULES, updateBody, usageView,
@@ -107,10 +110,10 @@ export function adminOpenApiDocument(): JsonObject {
       description: [
         'The admin port: metrics, status, liveness and, when `ADMIN_TOKEN` is set (404 otherwise), the credentials API: the key tool\'s commands over HTTP,',
         'through the same rules. Successes are the public API\'s envelopes (`data`, `meta`); errors are `application/problem+json` with the public API\'s codes.',
-        'Every change is written to the audit trail with the actor `admin-api`.',
+        'Every change is written to the audit trail with the actor `admin-api`. With a Redis and the request log on, each credential\'s request log can be read and exported.',
       ].join(' '),
     },
-    tags: [{ name: 'Credentials' }, { name: 'Operations' }],
+    tags: [{ name: 'Credentials' }, { name: 'Request log' }, { name: 'Operations' }],
     paths: {
       '/livez': { get: { summary: 'Liveness', tags: ['Operations'], security: [], responses: Object.fromEntries([ok('The process answers.', { type: 'object', properties: { status: { const: 'ok' } }, required: ['status'] })]) } },
       '/metrics': {
@@ -170,6 +173,41 @@ export function adminOpenApiDocument(): JsonObject {
             { operationId: 'endPortalSessions', parameters: [idParameter] }),
         },
       },
+      [`${credentials}/{id}/request-logs`]: {
+        get: operation('A credential\'s request log',
+          'Its entries, newest first, with the filters and pages of the partner\'s `GET /v1/request-logs`, in the mode of the credential.',
+          [ok('One page of entries.', collection('RequestLogEntry')), ...errors(merge(QUERY_ERRORS, NOT_FOUND))], {
+            operationId: 'listCredentialRequestLogs', tags: ['Request log'],
+            parameters: [idParameter, ...Object.entries(requestLogRoutes.listRequestLogs.query).map(([name, rule]) => queryParameter(name, rule) as JsonObject)],
+          }),
+      },
+      [`${credentials}/{id}/request-logs.csv`]: {
+        get: operation('Export a credential\'s request log as CSV',
+          [
+            'The entries of the window, newest first, streamed: RFC 4180 with CRLF line ends, a header row of the entry\'s fields in order,',
+            'a list\'s items joined by `;`, null as an empty cell, booleans as `true`/`false`; a text cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return',
+            `gets a leading \`'\` so that a spreadsheet does not read it as a formula. More than ${CSV_MAX_ROWS} entries: 422, asking for a narrower window.`,
+          ].join(' '),
+          [['200', {
+            description: 'The entries as CSV.',
+            headers: {
+              'Service-Request-Id': { description: 'Unique id of this request.', required: true, schema: { type: 'string' } },
+              'Content-Disposition': { description: '`attachment; filename="<id>-request-log.csv"`', required: true, schema: { type: 'string' } },
+            },
+            content: { 'text/csv': { schema: { type: 'string' } } },
+          }], ...errors(merge(QUERY_ERRORS, NOT_FOUND, { 422: ['VALIDATION_FAILED'] }))],
+          {
+            operationId: 'exportCredentialRequestLogs', tags: ['Request log'],
+            parameters: [idParameter, queryParameter('createdAfter', { type: 'timestamp' }), queryParameter('createdBefore', { type: 'timestamp' })],
+          }),
+      },
+      [`${ADMIN_API_PREFIX}/request-logs/{requestId}`]: {
+        get: operation('One request log entry, of any credential', 'The entry of a `Service-Request-Id`, whichever credential made the request.',
+          [ok('The entry.', envelope(ref('RequestLogEntry'))), ...errors(merge(QUERY_ERRORS, { 404: ['REQUEST_LOG_NOT_FOUND'] }))], {
+            operationId: 'getRequestLog', tags: ['Request log'],
+            parameters: [{ name: 'requestId', in: 'path', required: true, description: 'The `Service-Request-Id` of the request.', schema: { type: 'string' } }],
+          }),
+      },
       [`${ADMIN_API_PREFIX}/audit`]: {
         get: operation('The audit trail', 'As `keys audit`: every change, newest first.', [ok('One page of entries.', collection('AuditEntry')), ...errors(QUERY_ERRORS)], {
           operationId: 'listAuditEntries',
@@ -196,6 +234,7 @@ export function adminOpenApiDocument(): JsonObject {
         AuditEntry: schemaOf(auditEntry, 'output'),
         CreatePortalLink: schemaOf(portalLinkBody, 'input'),
         PortalLink: schemaOf(portalLinkView, 'output'),
+        RequestLogEntry: requestLogEntrySchema() as JsonObject,
         Meta: { type: 'object', additionalProperties: false, required: ['requestId', 'timestamp'], properties: meta },
         CollectionMeta: {
           type: 'object', additionalProperties: false, required: ['requestId', 'timestamp', 'pagination'],

@@ -143,7 +143,7 @@ function securitySchemes(source: DocumentSource): JsonObject {
 }
 
 /** An entry of the request log (docs/partners.md, "The request log"): what the gateway knew of a request, never a body, a query value or a secret. */
-function requestLogEntrySchema(): JsonObject {
+export function requestLogEntrySchema(): JsonObject {
   const text = (description: string, extra: JsonObject = {}): JsonObject => ({ type: 'string', description, ...extra })
   const maybe = (type: string, description: string, extra: JsonObject = {}): JsonObject => ({ type: [type, 'null'], description, ...extra })
   return {
@@ -412,7 +412,7 @@ const IDEMPOTENT_REPLAYED: JsonObject = {
   required: false, schema: { const: 'true' },
 }
 
-function queryParameter(name: string, rule: QueryRule): JsonObject {
+export function queryParameter(name: string, rule: QueryRule): JsonObject {
   const base = { name, in: 'query', required: false }
   switch (rule.type) {
     case 'integer':

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify'
 import { sendJsonData } from '../contract/envelope.js'
 import { ApiError } from '../contract/errors.js'
 import { callerOf } from '../http/request-state.js'
-import { requestLogRoutes, routerPath } from '../routes/policy.js'
+import type { Config } from '../config.js'
+import { builtInRoutes, requestLogRoutes, routerPath, webhookRoutes } from '../routes/policy.js'
 import { filtersOf, type ListQuery } from './filters.js'
 import type { RequestLogStore } from './store.js'
 
@@ -16,6 +17,11 @@ export interface RequestLogRouteOptions {
   store: RequestLogStore
   /** The templates of the route table: what the `route` filter takes. */
   routes: readonly string[]
+}
+
+/** What the `route` filter takes: every template of the route table of `config`. */
+export function routeTemplatesOf(config: Pick<Config, 'routes'>): string[] {
+  return [...new Set([...Object.values(builtInRoutes), ...Object.values(webhookRoutes), ...config.routes].map((p) => p.path))]
 }
 
 /** A failure of the log's store: the fault is ours and passes (docs/architecture.md §D9). */

@@ -9,10 +9,15 @@ import { filtersFields, indexLine, matchLine, type RequestLogFilters } from './f
 //   {ns}reqlog:{id}:{mode}:entries  HASH   request id -> the entry's JSON
 // A write adds a batch's entries and trims, in the same script, those older than the
 // retention and the oldest beyond the count; both keys expire a retention after the last write.
+// Beside them, for the admin port's look-up of a request id whatever its credential:
+//   {ns}reqlog:ids:<UTC day>       HASH   request id -> "<credential id> <mode>" of the entries that arrived that day
+// one per day, so that it goes whole a retention after its day ends (docs/architecture.md §D80).
 
 const DAY_MS = 86_400_000
 /** Index lines read per call while a page with filters is looked for. */
 const SCAN_CHUNK = 5000
+/** Entries read per call while an export is streamed: its memory is this many entries, whatever the window. */
+const EXPORT_CHUNK = 500
 
 // ARGV: cutoff (epoch ms: older goes), the most entries kept, when both keys expire, then per
 // entry its score, index line, id and JSON. Trimmed a thousand at a time (Lua's unpack has a bound).
@@ -63,6 +68,11 @@ export class RequestLogStore {
     this.now = now ?? Date.now
   }
 
+  /** The day's key of the request id index (UTC). */
+  private idsKey(at: number): string {
+    return `${this.namespace}reqlog:ids:${new Date(at).toISOString().slice(0, 10)}`
+  }
+
   private keys(credentialId: string, mode: string): [string, string] {
     const base = `${this.namespace}reqlog:{${credentialId}}:${mode}`
     return [`${base}:lines`, `${base}:entries`]
@@ -71,16 +81,74 @@ export class RequestLogStore {
   /** Writes entries (any credentials') and trims each credential's log; one script per credential and mode. */
   async write(entries: readonly RequestLogEntry[]): Promise<void> {
     const byLog = new Map<string, { keys: [string, string]; args: string[] }>()
+    const byDay = new Map<number, string[]>()
     for (const entry of entries) {
       const name = `${entry.credentialId} ${entry.mode}`
       let log = byLog.get(name)
       if (log === undefined) byLog.set(name, log = { keys: this.keys(entry.credentialId, entry.mode), args: [] })
-      log.args.push(String(Date.parse(entry.at)), indexLine(entry), entry.id, JSON.stringify(entry))
+      const at = Date.parse(entry.at)
+      log.args.push(String(at), indexLine(entry), entry.id, JSON.stringify(entry))
+      const day = Math.floor(at / DAY_MS)
+      let ids = byDay.get(day)
+      if (ids === undefined) byDay.set(day, ids = [])
+      ids.push(entry.id, name)
     }
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
     const head = [String(now - retentionMs), String(this.retention.maxPerCredential), String(now + retentionMs)]
-    await Promise.all([...byLog.values()].map(async ({ keys, args }) => this.redis.eval(WRITE, 2, ...keys, ...head, ...args)))
+    // The index's days live in other hash slots than the logs: written beside them, not in their script.
+    await Promise.all([
+      ...[...byLog.values()].map(async ({ keys, args }) => this.redis.eval(WRITE, 2, ...keys, ...head, ...args)),
+      ...[...byDay.entries()].map(async ([day, ids]) => {
+        const key = this.idsKey(day * DAY_MS)
+        await this.redis.hset(key, ...ids)
+        await this.redis.pexpireat(key, (day + 1) * DAY_MS + retentionMs)
+      }),
+    ])
+  }
+
+  /**
+   * The credential and mode of the log holding `requestId`, whatever its credential (the
+   * admin port's look-up); undefined when no day of the retention knows it.
+   */
+  async ownerOf(requestId: string): Promise<{ credentialId: string; mode: string } | undefined> {
+    const today = Math.floor(this.now() / DAY_MS)
+    const days = Array.from({ length: this.retention.retentionDays + 1 }, (_, i) => today - i)
+    const found = await Promise.all(days.map(async (day) => this.redis.hget(this.idsKey(day * DAY_MS), requestId)))
+    const owner = found.find((value): value is string => value !== null)
+    if (owner === undefined) return undefined
+    const [credentialId, mode] = owner.split(' ') as [string, string]
+    return { credentialId, mode }
+  }
+
+  /** One entry of any credential's, as JSON; undefined when none has it (or it was trimmed). */
+  async find(requestId: string): Promise<string | undefined> {
+    const owner = await this.ownerOf(requestId)
+    return owner === undefined ? undefined : this.get(owner.credentialId, owner.mode, requestId)
+  }
+
+  /** How many of a credential's entries arrived within the window (epoch ms, exclusive; `before` defaults to +inf). */
+  async count(credentialId: string, mode: string, after: number | undefined, before: number | undefined): Promise<number> {
+    const [lines] = this.keys(credentialId, mode)
+    return this.redis.zcount(lines, after === undefined ? '-inf' : `(${after}`, before === undefined ? '+inf' : `(${before}`)
+  }
+
+  /**
+   * A credential's entries within the window, newest first, as parsed objects, a chunk at a
+   * time. The window's end must be fixed by the caller (an instant, not +inf): entries that
+   * arrive meanwhile are then after it and trims take the oldest, so the offsets hold.
+   */
+  async *entries(credentialId: string, mode: string, after: number | undefined, before: number): AsyncGenerator<RequestLogEntry[]> {
+    const [lines, entries] = this.keys(credentialId, mode)
+    const min = after === undefined ? '-inf' : `(${after}`
+    for (let from = 0; ; from += EXPORT_CHUNK) {
+      const chunk = await this.redis.zrevrangebyscore(lines, `(${before}`, min, 'LIMIT', from, EXPORT_CHUNK)
+      if (chunk.length > 0) {
+        const found = await this.redis.hmget(entries, ...chunk.map((line) => line.slice(0, line.indexOf(' '))))
+        yield found.filter((json): json is string => json !== null).map((json) => JSON.parse(json) as RequestLogEntry)
+      }
+      if (chunk.length < EXPORT_CHUNK) return
+    }
   }
 
   /** A page of a credential's entries of `mode`, newest first, that pass the filters. */
