@@ -61,6 +61,14 @@ export default {
     // The two routes of /v1/events: a policy and two calls of the log, whose rules (what a
     // credential sees, the page) are in log.ts and types.ts and tested there without a gateway.
     '!src/events/routes.ts',
+    // The webhook tool's entry point: three lines that hand the process's arguments to the tool
+    // (src/webhooks/tool.ts, whose rules are tested in-process) and set its exit code.
+    '!src/webhooks/cli.ts',
+    // The webhook endpoints API's routes: each handler one call of WebhookEndpoints (service.ts),
+    // whose rules are tested there without a gateway. What is left, the replay of a POST's kept
+    // answer under its Idempotency-Key (src/idempotency holds its rules), is tested over sockets
+    // (test/webhooks/endpoints.test.ts, secrets.test.ts), as every route registration is.
+    '!src/webhooks/routes.ts',
   ],
   // Code that runs once, when a module loads (the error catalog, the route tables), can only be
   // tested by rerunning the whole suite for each of its mutants: minutes per mutant, days in
@@ -89,7 +97,9 @@ export default {
   thresholds: { high: 90, low: 80, break: null },
   tempDirName: '.stryker-tmp',
   // dist/ is rebuilt in the sandbox by the tests' global setup (tsc over the instrumented
-  // sources, which carry `// @ts-nocheck`), so copying the built tree would only cost time.
+  // sources, which carry `// @ts-nocheck`), so copying the built tree would only cost time; a
+  // run over a module's unit tests, which read nothing from dist/, skips that build
+  // (scripts/mutation.ts).
   ignorePatterns: ['dist', 'coverage', 'reports', 'site', '*.cpuprofile'],
   cleanTempDir: 'always',
 }

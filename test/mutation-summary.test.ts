@@ -57,7 +57,7 @@ describe('the mutation summary', () => {
   it('narrows the config to some modules, keeping the files it leaves out', async () => {
     const patterns = await mutatePatterns()
     expect(patternsFor(patterns, ['src/ratelimit/', 'src/keys'])).toEqual([
-      'src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts',
+      'src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts', '!src/webhooks/cli.ts', '!src/webhooks/routes.ts',
     ])
     expect(() => patternsFor(patterns, ['src/nothing'])).toThrow('not a module of stryker.config.mjs: src/nothing')
   })
@@ -74,6 +74,6 @@ describe('the mutation summary', () => {
     expect(modulesOf(await mutatePatterns())).toEqual([
       'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src', 'src/credentials', 'src/events', 'src/webhooks', 'src/portal', 'src/lifecycle',
     ])
-    expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts'])
+    expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts', '!src/webhooks/cli.ts', '!src/webhooks/routes.ts'])
   })
 })
