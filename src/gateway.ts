@@ -319,6 +319,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
     authenticator, tokens, startedAt: Date.now(), ...(deliveries === undefined ? {} : { webhooks: () => deliveries?.snapshot }),
     config: () => reloader.inForce,
+    ...(requestLog === undefined ? {} : { requestLog: requestLog.writer }),
   }, {
     token: config.adminToken,
     docsUrl: config.docsUrl,

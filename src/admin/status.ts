@@ -23,6 +23,17 @@ export interface StatusSources {
   webhooks?: () => DeliverySnapshot | undefined
   /** The configuration in force: its file's hash and when it was loaded (docs/operations.md, "Changing the configuration"). */
   config?: () => { hash: string; loadedAt: string }
+  /** The request log's writer of this instance; absent without Redis or with the log off. */
+  requestLog?: RequestLogWriterStatus
+}
+
+/** What /status shows of the request log's writer (docs/operations.md, "Status"). */
+export interface RequestLogWriterStatus {
+  readonly size: number
+  readonly bufferMax: number
+  readonly lastFlushAt: number | null
+  readonly written: number
+  readonly dropped: Readonly<Record<string, number>>
 }
 
 export function statusReport(sources: StatusSources) {
@@ -61,5 +72,15 @@ export function statusReport(sources: StatusSources) {
     // The webhook queue (docs/operations.md, "Webhooks"); null until first read or while Redis does not answer.
     ...(sources.webhooks === undefined ? {} : { events: sources.webhooks() ?? null }),
     ...(sources.config === undefined ? {} : { config: sources.config() }),
+    // This instance's buffer and its counts since start: a gap in a partner's log shows here first.
+    ...(sources.requestLog === undefined ? {} : {
+      requestLog: {
+        buffered: sources.requestLog.size,
+        bufferMax: sources.requestLog.bufferMax,
+        lastFlushAt: sources.requestLog.lastFlushAt === null ? null : new Date(sources.requestLog.lastFlushAt).toISOString(),
+        written: sources.requestLog.written,
+        dropped: { ...sources.requestLog.dropped },
+      },
+    }),
   }
 }

@@ -50,6 +50,11 @@ export class RequestLogWriter {
     return this.buffer.length
   }
 
+  /** The most entries the buffer holds. */
+  get bufferMax(): number {
+    return this.options.bufferMax
+  }
+
   /** Keeps one entry for the next write; never throws, never waits. */
   add(entry: RequestLogEntry): void {
     if (this.options.available !== undefined && !this.options.available()) return this.drop('redis', 1)

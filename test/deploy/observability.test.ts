@@ -64,6 +64,7 @@ describe('alert rules (deploy/prometheus/alerts.yml)', () => {
       ['GatewayWebhookFailureRatio', 'warning'],
       ['GatewayWebhookBlockedAttempts', 'warning'],
       ['GatewayWebhookSecretUnreadable', 'critical'],
+      ['GatewayRequestLogDropping', 'warning'],
     ])
   })
 
