@@ -49,7 +49,7 @@ export class RateLimiter {
 
   constructor(private readonly store: QuotaStore, private readonly options: RateLimiterOptions) {
     this.windowMs = options.windowSeconds * 1000
-    this.maxBatch = options.maxBatch ?? 50
+    this.maxBatch = options.maxBatch ?? 500
   }
 
   /** The verdict for one request of `keyId`; undefined when the store failed (fail open). */
