@@ -13,6 +13,7 @@ import { ENDPOINT_ID_PREFIX } from '../routes/policy.js'
 //   {ns}{webhooks}:slot:<endpoint id>     ZSET  its concurrency leases: delivery job id, by lease end
 //   {ns}{webhooks}:park:<endpoint id>     ZSET  deliveries asleep until a lease frees: job id, by when queued
 //   {ns}{webhooks}:manual:<endpoint id>   ZSET  deliveries a partner asked for, not yet finished: job id, by when asked
+//   {ns}{webhooks}:tests:<endpoint id>    ZSET  the webhook.test events sent to it: event id, by when made; trimmed like att
 // A recovery's keys (the events each endpoint was due, its recoveries) are beside them: recoveries.ts.
 // The delivery queue (BullMQ) lives under {ns}{webhooks} too.
 //
@@ -95,14 +96,24 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 `
 
-// KEYS ep, cred, part, att, slot, park, manual; ARGV id. The deliveries that were asleep, to wake (they end at once).
+// KEYS ep, cred, part, att, slot, park, manual, tests; ARGV id. The deliveries that were asleep, to wake (they end at once).
 const REMOVE_SCRIPT = `
 local parked = redis.call('ZRANGE', KEYS[6], 0, -1)
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 return parked
+`
+
+// KEYS ep, tests; ARGV id, event id, its time in ms, kept, ttl ms. Only while the endpoint exists, as an attempt.
+const RECORD_TEST_SCRIPT = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[5]))
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -tonumber(ARGV[4]) - 1)
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return 1
 `
 
 // KEYS ep, att; ARGV id, attempt, kept, ttl ms. Only while the endpoint exists: an attempt ending after a DELETE leaves nothing.
@@ -174,8 +185,9 @@ return admitted
 
 type CreateCommand = (ep: string, cred: string, part: string, id: string, record: string, max: number, score: number) => Promise<number>
 type CompareAndSetCommand = (ep: string, id: string, expected: string, next: string) => Promise<number>
-type RemoveCommand = (ep: string, cred: string, part: string, att: string, slot: string, park: string, manual: string, id: string) => Promise<string[]>
+type RemoveCommand = (ep: string, cred: string, part: string, att: string, slot: string, park: string, manual: string, tests: string, id: string) => Promise<string[]>
 type RecordAttemptCommand = (ep: string, att: string, id: string, attempt: string, kept: number, ttlMs: number) => Promise<number>
+type RecordTestCommand = (ep: string, tests: string, id: string, eventId: string, at: number, kept: number, ttlMs: number) => Promise<number>
 type AcquireCommand = (slot: string, park: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number) => Promise<[number, ...string[]]>
 type ReleaseCommand = (slot: string, park: string, holder: string, now: number, until: number, limit: number) => Promise<string[]>
 type AdmitManualCommand = (ep: string, manual: string, id: string, now: number, forgetBefore: number, max: number, ttlMs: number, ...jobIds: string[]) => Promise<number>
@@ -191,14 +203,14 @@ export class EndpointStore {
   private readonly base: string
   private readonly ulids = new UlidFactory()
   private readonly commands: {
-    create: CreateCommand; compareAndSet: CompareAndSetCommand; remove: RemoveCommand; recordAttempt: RecordAttemptCommand
+    create: CreateCommand; compareAndSet: CompareAndSetCommand; remove: RemoveCommand; recordAttempt: RecordAttemptCommand; recordTest: RecordTestCommand
     acquire: AcquireCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
   }
 
   constructor(private readonly redis: RedisClient, namespace: string) {
     this.base = `${namespace}{webhooks}:`
     const scripts = {
-      create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [7, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT],
+      create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [8, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT], recordTest: [2, RECORD_TEST_SCRIPT],
       acquire: [2, ACQUIRE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
     } as const
     const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
@@ -232,6 +244,7 @@ export class EndpointStore {
   private slot(id: string): string { return `${this.base}slot:${id}` }
   private park(id: string): string { return `${this.base}park:${id}` }
   private manual(id: string): string { return `${this.base}manual:${id}` }
+  private tests(id: string): string { return `${this.base}tests:${id}` }
 
   /** Adds `record` unless its credential has `max` endpoints already (false). */
   async create(record: EndpointRecord, max: number): Promise<boolean> {
@@ -293,7 +306,7 @@ export class EndpointStore {
   /** Deletes the endpoint and all it has; the ids of its deliveries that were asleep waiting for a lease (wake them: they end). */
   async remove(record: EndpointRecord): Promise<string[]> {
     return this.commands.remove(
-      this.ep, this.cred(record.credentialId), this.part(record.brand, record.mode), this.att(record.id), this.slot(record.id), this.park(record.id), this.manual(record.id), record.id,
+      this.ep, this.cred(record.credentialId), this.part(record.brand, record.mode), this.att(record.id), this.slot(record.id), this.park(record.id), this.manual(record.id), this.tests(record.id), record.id,
     )
   }
 
@@ -308,6 +321,21 @@ export class EndpointStore {
 
   async recordAttempt(endpointId: string, attempt: Attempt): Promise<void> {
     await this.commands.recordAttempt(this.ep, this.att(endpointId), endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS)
+  }
+
+  /**
+   * Keeps that the `webhook.test` event `eventId` (made at `at` ms) was sent to the endpoint, for
+   * as long as its attempts are shown: a partner may ask for it again (redeliver), and it is in
+   * no event log.
+   */
+  async recordTest(endpointId: string, eventId: string, at: number): Promise<void> {
+    await this.commands.recordTest(this.ep, this.tests(endpointId), endpointId, eventId, at, KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS)
+  }
+
+  /** When the `webhook.test` event `eventId` was made, if it was sent to the endpoint within the last 7 days. */
+  async testSentAt(endpointId: string, eventId: string, now: number): Promise<number | undefined> {
+    const score = await this.redis.zscore(this.tests(endpointId), eventId)
+    return score === null || Number(score) < now - ATTEMPTS_SHOWN_MS ? undefined : Number(score)
   }
 
   /** The attempts of the last 7 days, newest first. */

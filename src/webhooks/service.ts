@@ -59,6 +59,14 @@ function manualBoundReached(endpointId: string, max: number): ApiError {
     { retryAfter: MANUAL_RETRY_AFTER_SECONDS })
 }
 
+/** The `webhook.test` event `ulid` (made at `millis`) to the endpoint: the same each time it is made, so a redelivery sends what the test sent. */
+function testEvent(ulid: string, millis: number, mode: Principal['mode'], endpointId: string): PublicEvent {
+  return {
+    id: `${EVENT_ID_PREFIX}${ulid}`, type: TEST_EVENT_TYPE, createdAt: new Date(millis).toISOString(), mode, propertyId: null,
+    object: { type: 'webhook_endpoint', id: endpointId, path: `/v1/webhook-endpoints/${endpointId}` },
+  }
+}
+
 export class WebhookEndpoints {
   private readonly now: () => number
   private readonly ulids = new UlidFactory()
@@ -171,10 +179,9 @@ export class WebhookEndpoints {
     const record = await this.owned(principal, id)
     return async () => {
       const ulid = this.ulids.next(this.now())
-      const event: PublicEvent = {
-        id: `${EVENT_ID_PREFIX}${ulid.text}`, type: TEST_EVENT_TYPE, createdAt: new Date(ulid.millis).toISOString(), mode: principal.mode, propertyId: null,
-        object: { type: 'webhook_endpoint', id: record.id, path: `/v1/webhook-endpoints/${record.id}` },
-      }
+      const event = testEvent(ulid.text, ulid.millis, principal.mode, record.id)
+      // Kept before it is queued: its delivery, once listed, can always be asked for again.
+      await this.options.store.recordTest(record.id, event.id, ulid.millis).catch((error: unknown) => { throw unavailable(error) })
       await this.enqueue(id, { ulid: ulid.text, brand: principal.brand, mode: principal.mode, endpointId: record.id, kind: 'test', json: JSON.stringify(event) })
       return { status: 202, data: { eventId: event.id } }
     }
@@ -194,10 +201,22 @@ export class WebhookEndpoints {
       throw failed([{ field: 'endpointId', code: endpointId === undefined ? 'REQUIRED' : 'INVALID_FORMAT', detail: 'endpointId names one of this credential\'s webhook endpoints.' }])
     }
     const json = await this.options.log.get(principal, eventId).catch((error: unknown) => { throw unavailable(error) })
-    if (json === undefined) throw new ApiError('EVENT_NOT_FOUND', `No event with id '${eventId}' exists for this credential.`)
+    const ulid = eventId.slice(EVENT_ID_PREFIX.length).toUpperCase()
+    if (json === undefined) {
+      // A `webhook.test` event is in no log: it is sent again, the same event, to the endpoint
+      // it was sent to (docs/architecture.md §D86).
+      const record = await this.owned(principal, endpointId)
+      const canonical = `${EVENT_ID_PREFIX}${ulid}`
+      const sentAt = await this.options.store.testSentAt(record.id, canonical, this.now()).catch((error: unknown) => { throw unavailable(error) })
+      if (sentAt === undefined) throw new ApiError('EVENT_NOT_FOUND', `No event with id '${eventId}' exists for this credential.`)
+      return async () => {
+        const event = testEvent(ulid, sentAt, principal.mode, record.id)
+        await this.enqueue(endpointId, { ulid, brand: principal.brand, mode: principal.mode, endpointId: record.id, kind: 'test', json: JSON.stringify(event) })
+        return { status: 202, data: { eventId: event.id, endpointId: record.id } }
+      }
+    }
     const record = await this.owned(principal, endpointId)
     return async () => {
-      const ulid = eventId.slice(EVENT_ID_PREFIX.length).toUpperCase()
       await this.enqueue(endpointId, { ulid, brand: principal.brand, mode: principal.mode, endpointId: record.id, kind: 'redeliver' })
       return { status: 202, data: { eventId: `${EVENT_ID_PREFIX}${ulid}`, endpointId: record.id } }
     }

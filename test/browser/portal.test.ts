@@ -196,8 +196,13 @@ describe.skipIf(!hasChromium || !built)('the partner portal in a browser', () =>
       await article.getByRole('button', { name: 'Refresh' }).click()
       return article.getByRole('table').innerText()
     }, { timeout: WAIT_MS }).toContain('delivered')
+    // The test delivery sent again from the portal: the same event, to this endpoint.
+    await article.getByRole('button', { name: `Redeliver ${eventId}` }).click()
+    expect(await article.locator('.deliveries').getByRole('status').innerText({ timeout: WAIT_MS })).toBe(`Event ${eventId} queued again for this endpoint.`)
+    await expect.poll(() => receiver.received.filter((r) => r.webhookId === eventId).map((r) => ({ verified: r.verified, type: r.event?.type })), { timeout: WAIT_MS })
+      .toEqual([{ verified: true, type: 'webhook.test' }, { verified: true, type: 'webhook.test' }])
 
-    // An event of the log (a test event is not one) delivered, then sent again from the portal.
+    // An event of the log delivered, then sent again from the portal.
     const [published] = accepted(await publish(p.adminUrl, hotelChanged(randomUUID())))
     const changed = published?.eventId as string
     await expect.poll(() => receiver.received.filter((r) => r.webhookId === changed && r.verified).length, { timeout: WAIT_MS }).toBe(1)
@@ -206,7 +211,7 @@ describe.skipIf(!hasChromium || !built)('the partner portal in a browser', () =>
       return article.getByRole('button', { name: `Redeliver ${changed}` }).count()
     }, { timeout: WAIT_MS }).toBe(1)
     await article.getByRole('button', { name: `Redeliver ${changed}` }).click()
-    expect(await article.locator('.deliveries').getByRole('status').innerText({ timeout: WAIT_MS })).toBe(`Event ${changed} queued again for this endpoint.`)
+    await expect.poll(() => article.locator('.deliveries').getByRole('status').innerText(), { timeout: WAIT_MS }).toBe(`Event ${changed} queued again for this endpoint.`)
     await expect.poll(() => receiver.received.filter((r) => r.webhookId === changed && r.verified).length, { timeout: WAIT_MS }).toBe(2)
     expect(await violations(page)).toEqual([])
 

@@ -4,6 +4,7 @@ import { RedisKeyStore } from '../../src/keys/store.js'
 import { accepted, EVENT_ID, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { Receiver } from '../helpers/receiver.js'
+import { expectProblem } from '../helpers/problem.js'
 import { eventually } from '../helpers/redis.js'
 import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 
@@ -211,6 +212,19 @@ describe('deliveries', () => {
       id: testId, type: 'webhook.test', createdAt: expect.any(String), mode: 'live', propertyId: null,
       object: { type: 'webhook_endpoint', id: endpoint.id, path: `/v1/webhook-endpoints/${endpoint.id}` },
     })
+    // A test event, in no log, is sent again to the endpoint it was sent to: the same event, signed again.
+    const testAgain = await t.call('POST', `/v1/events/${testId}/redeliver`, { key, body: JSON.stringify({ endpointId: endpoint.id }) })
+    expect({ status: testAgain.statusCode, data: dataOf(testAgain) }).toEqual({ status: 202, data: { eventId: testId, endpointId: endpoint.id } })
+    expect(await eventually(async () => r.of(testId).length === 2, WAIT_MS)).toBe(true)
+    expect(r.of(testId)[1]?.body).toBe(r.of(testId)[0]?.body)
+    expect(new Webhook(endpoint.secret).verify(r.of(testId)[1]?.body as string, r.of(testId)[1]?.headers as Record<string, string>)).toEqual(JSON.parse(r.of(testId)[0]?.body as string))
+    // Not to another endpoint, nor another credential's: the test was not sent there.
+    const other = await createEndpoint(t, key, { url: `${r.url}/other`, eventTypes: ['property.updated'] })
+    const redeliverPath = `/v1/events/${testId}/redeliver`
+    expectProblem(await t.call('POST', redeliverPath, { key, body: JSON.stringify({ endpointId: other.id }) }), { code: 'EVENT_NOT_FOUND', instance: redeliverPath })
+    const stranger = await t.key()
+    expectProblem(await t.call('POST', redeliverPath, { key: stranger, body: JSON.stringify({ endpointId: endpoint.id }) }), { code: 'WEBHOOK_ENDPOINT_NOT_FOUND', instance: redeliverPath })
+    expect((await t.call('DELETE', `/v1/webhook-endpoints/${other.id}`, { key })).statusCode).toBe(204)
     const eventId = await publishOne()
     expect(await eventually(async () => r.of(eventId).length === 1, WAIT_MS)).toBe(true)
     const again = await t.call('POST', `/v1/events/${eventId}/redeliver`, { key, body: JSON.stringify({ endpointId: endpoint.id }) })
