@@ -65,6 +65,17 @@ export function nearest(route: string, routes: readonly string[]): string | unde
   return best
 }
 
+/**
+ * `value` when `known` takes it; otherwise a field error for `field`, whose detail
+ * `refusal` writes from the value. Undefined, and no error, when the filter was not sent.
+ */
+function oneOf(field: string, value: string | undefined, known: (value: string) => boolean, code: FieldError['code'], refusal: (value: string) => string, errors: FieldError[]): string | undefined {
+  if (value === undefined) return undefined
+  if (known(value)) return value
+  errors.push({ field, code, detail: refusal(value) })
+  return undefined
+}
+
 /** The filters of a parsed query, or 400 INVALID_QUERY_PARAMETER naming each bad one. `routes`: the route table's templates. */
 export function filtersOf(query: ListQuery, routes: readonly string[]): RequestLogFilters {
   const errors: FieldError[] = []
@@ -76,23 +87,17 @@ export function filtersOf(query: ListQuery, routes: readonly string[]): RequestL
     else if (status === 'errors') filters.status = { kind: 'errors' }
     else errors.push({ field: 'status', code: 'INVALID_FORMAT', detail: "Must be a status such as 404, a class such as 4xx, or 'errors' (every 4xx and 5xx)." })
   }
-  if (query.route !== undefined) {
-    if (routes.includes(query.route)) filters.route = query.route
-    else {
-      const suggestion = nearest(query.route, routes)
-      errors.push({
-        field: 'route', code: 'INVALID_ENUM_VALUE',
-        detail: `Must be a route template as the API reference writes it, such as '/v1/properties/{propertyId}'${suggestion === undefined ? '' : `; did you mean '${suggestion}'?`}`,
-      })
-    }
-  }
-  if (query.code !== undefined) {
-    if (Object.hasOwn(errorCatalog, query.code)) filters.code = query.code
-    else errors.push({ field: 'code', code: 'INVALID_ENUM_VALUE', detail: `'${quoteInput(query.code)}' is not a code of the API's errors, such as PROPERTY_NOT_FOUND; the API reference lists them.` })
-  }
+  const route = oneOf('route', query.route, (value) => routes.includes(value), 'INVALID_ENUM_VALUE', (value) => {
+    const suggestion = nearest(value, routes)
+    return `Must be a route template as the API reference writes it, such as '/v1/properties/{propertyId}'${suggestion === undefined ? '' : `; did you mean '${suggestion}'?`}`
+  }, errors)
+  const code = oneOf('code', query.code, (value) => Object.hasOwn(errorCatalog, value), 'INVALID_ENUM_VALUE',
+    (value) => `'${quoteInput(value)}' is not a code of the API's errors, such as PROPERTY_NOT_FOUND; the API reference lists them.`, errors)
   if (errors.length > 0) {
     throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${errors.map((e) => `'${e.field}'`).join(', ')}.`, { errors })
   }
+  if (route !== undefined) filters.route = route
+  if (code !== undefined) filters.code = code
   if (query.method !== undefined) filters.method = query.method
   if (query.idempotencyKey !== undefined) filters.idempotencyKey = query.idempotencyKey
   if (query.createdAfter !== undefined) filters.createdAfter = query.createdAfter
