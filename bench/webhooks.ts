@@ -31,9 +31,10 @@ const LIVE_RATE = 10
 const LIVE_SECONDS = 20
 
 // WEBHOOK_BENCH_ONLY=waiting: only the rows of a backlog behind a hanging endpoint (webhooks-waiting.ts); =delivery: all but
-// those; =recovery: only the row of a recovery beside a live endpoint.
+// those; =recovery: only the row of a recovery beside a live endpoint; =throughput: the first delivery row and its
+// bare undici reference only.
 const ONLY = process.env.WEBHOOK_BENCH_ONLY
-if (ONLY !== 'delivery' && ONLY !== 'recovery') await waitingRows((line) => process.stdout.write(`${line}\n`))
+if (ONLY === undefined || ONLY === 'waiting') await waitingRows((line) => process.stdout.write(`${line}\n`))
 if (ONLY === 'waiting') process.exit(0)
 
 const received = new Map<string, number[]>()
@@ -41,9 +42,19 @@ let deliveries = 0
 /** Deliveries counted by the receiver's path, and when each event reached `/live`, for the recovery row. */
 const byPath = new Map<string, number>()
 const liveReceived = new Map<string, number>()
+/** The first delivery as sent (headers and body), for the bare undici reference of the first row. */
+let sample: { headers: Record<string, string>; body: Buffer } | undefined
 const receiver: Server = createServer((req, res) => {
-  req.resume()
+  const chunks: Buffer[] = []
+  req.on('data', (chunk: Buffer) => {
+    if (sample === undefined) chunks.push(chunk)
+  })
   req.on('end', () => {
+    if (sample === undefined && req.headers['webhook-signature'] !== undefined) {
+      const headers: Record<string, string> = {}
+      for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name)) headers[name] = value
+      sample = { headers, body: Buffer.concat(chunks) }
+    }
     deliveries += 1
     const id = req.headers['webhook-id'] as string
     byPath.set(req.url as string, (byPath.get(req.url as string) ?? 0) + 1)
@@ -120,6 +131,35 @@ async function until(done: () => boolean, limitMs: number): Promise<void> {
   const end = Date.now() + limitMs
   while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 5))
   if (!done()) throw new Error('the deliveries did not all come in time')
+}
+
+/** Redis's own CPU so far, µs (INFO cpu: used_cpu_sys + used_cpu_user, the server's main thread and the rest). */
+async function redisCpuUs(): Promise<number> {
+  const info = await admin.info('cpu')
+  const field = (name: string): number => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? Number.NaN)
+  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6
+}
+
+/**
+ * The reference of the first row: `count` POSTs of the captured delivery (its signed body and
+ * headers) to the same receiver with undici, `concurrency` at a time, on keep-alive
+ * connections: what sending an attempt costs with no queue, no lease and no signing. The CPU
+ * per POST of this process (the receiver's included, as in the row).
+ */
+async function bareUndiciUs(count: number, concurrency: number): Promise<number> {
+  const { headers, body } = sample as NonNullable<typeof sample>
+  let next = 0
+  const cpu = process.cpuUsage()
+  await Promise.all(Array.from({ length: concurrency }, async (_, lane) => {
+    while (next < count) {
+      next += 1
+      const res = await request(`${receiverUrl}/bare-${lane}`, { method: 'POST', headers, body })
+      await res.body.dump()
+      if (res.statusCode !== 204) throw new Error(`bare POST: ${res.statusCode}`)
+    }
+  }))
+  const used = process.cpuUsage(cpu)
+  return (used.user + used.system) / count
 }
 
 const quantile = (values: number[], q: number): number => {
@@ -209,6 +249,7 @@ async function deliveryRows(): Promise<void> {
   // 1. Deliveries per second to a fast receiver, CPU per attempt.
   await endpoints(THROUGHPUT_ENDPOINTS)
   let before = deliveries
+  const redisBefore = await redisCpuUs()
   let cpu = process.cpuUsage()
   let started = performance.now()
   for (let i = 0; i < THROUGHPUT_EVENTS; i += 100) await publish(100)
@@ -216,7 +257,12 @@ async function deliveryRows(): Promise<void> {
   await until(() => deliveries - before >= expected, 300_000)
   let seconds = (performance.now() - started) / 1000
   let used = process.cpuUsage(cpu)
-  row(`deliveries/s, ${THROUGHPUT_EVENTS} events × ${THROUGHPUT_ENDPOINTS} endpoints: ${Math.round(expected / seconds)}/s; CPU per attempt ${Math.round((used.user + used.system) / expected)} µs (whole process)`)
+  const redisPerAttempt = (await redisCpuUs() - redisBefore) / expected
+  const attemptUs = (used.user + used.system) / expected
+  row(`deliveries/s, ${THROUGHPUT_EVENTS} events × ${THROUGHPUT_ENDPOINTS} endpoints: ${Math.round(expected / seconds)}/s; CPU per attempt ${Math.round(attemptUs)} µs (whole process); Redis's own CPU per attempt ${Math.round(redisPerAttempt)} µs`)
+  const bare = await bareUndiciUs(expected, THROUGHPUT_ENDPOINTS)
+  row(`the same signed body POSTed by a bare undici loop to the same receiver, ${expected} times, ${THROUGHPUT_ENDPOINTS} at a time: CPU per POST ${Math.round(bare)} µs (whole process); an attempt costs ${(attemptUs / bare).toFixed(2)}× (target at most 3×), ${((attemptUs + redisPerAttempt) / bare).toFixed(2)}× with Redis's CPU`)
+  if (ONLY === 'throughput') return
 
   // 2. Ingest-to-delivery latency at a steady rate (one event a time, to the same 16 endpoints).
   const latencies: number[] = []
@@ -259,7 +305,7 @@ async function deliveryRows(): Promise<void> {
 }
 
 try {
-  await recoveryRow()
+  if (ONLY !== 'throughput') await recoveryRow()
   if (ONLY !== 'recovery') await deliveryRows()
 } finally {
   await gateway.app.close()

@@ -81,11 +81,17 @@ export function mutantKey(file: string, mutant: Mutant): string {
   return `${file}:${mutant.location.start.line}:${mutant.location.start.column} ${mutant.mutatorName}`
 }
 
-/** `base` with the files of `run` in place of its own, and without files that no longer exist. */
-export function mergeReports(base: Report | undefined, run: Report, exists: (file: string) => boolean): Report {
+/**
+ * `base` with the files of `run` that it mutated (`ran`; all of them by default) in place of its
+ * own, and without files that no longer exist. A run's report also carries Stryker's copy of
+ * every other file, moved to the sources as they are now; taking it would make the reasons given
+ * for those files' survivors point at other mutants.
+ */
+export function mergeReports(base: Report | undefined, run: Report, exists: (file: string) => boolean, ran: (file: string) => boolean = () => true): Report {
+  const taken = Object.fromEntries(Object.entries(run.files).filter(([file]) => ran(file)))
   const files: Report['files'] = {}
-  for (const [file, result] of Object.entries(base?.files ?? {})) if (exists(file) && !(file in run.files)) files[file] = result
-  Object.assign(files, run.files)
+  for (const [file, result] of Object.entries(base?.files ?? {})) if (exists(file) && !(file in taken)) files[file] = result
+  Object.assign(files, taken)
   const sorted = Object.fromEntries(Object.entries(files).sort(([a], [b]) => a.localeCompare(b)))
   return { ...run, files: sorted, testFiles: { ...base?.testFiles, ...run.testFiles } }
 }
@@ -191,7 +197,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     const env = unitTests === undefined ? process.env : { ...process.env, GATEWAY_TESTS_SKIP_BUILD: '1' }
     const stryker = spawnSync(process.execPath, ['node_modules/@stryker-mutator/core/bin/stryker.js', 'run', '--incrementalFile', RUN_FILE, ...options], { stdio: 'inherit', env })
     if (stryker.status !== 0) process.exit(stryker.status ?? 1)
-    const merged = mergeReports(readJson<Report>(REPORT_FILE), readJson<Report>(RUN_FILE) as Report, existsSync)
+    const ran = modules.length === 0 ? undefined : (file: string) => modules.some((m) => file.startsWith(`${m.replace(/\/+$/, '')}/`))
+    const merged = mergeReports(readJson<Report>(REPORT_FILE), readJson<Report>(RUN_FILE) as Report, existsSync, ran)
     mkdirSync(dirname(REPORT_FILE), { recursive: true })
     writeFileSync(REPORT_FILE, `${JSON.stringify(merged, null, 2)}\n`)
     console.log(`wrote ${REPORT_FILE}`)

@@ -41,6 +41,7 @@ import type { PropertySource } from './properties/source.js'
 import type { IdempotencyRecords } from './idempotency/records.js'
 import type { EventLog } from './events/log.js'
 import { eventRoutes } from './events/routes.js'
+import type { EventTypes } from './events/types.js'
 import { declaredRoutes, type ProxyHooks } from './proxy/routes.js'
 import type { Services } from './proxy/services.js'
 import type { RateLimiter } from './ratelimit/limiter.js'
@@ -83,6 +84,8 @@ export interface AppDependencies {
   credentials?: CredentialService
   /** The event log; without it there are no /v1/events routes. */
   events?: EventLog
+  /** The public event types of `config` when they are not yet the log's (an app a reload builds). */
+  eventTypes?: EventTypes
   /** The webhook endpoints API (webhooks/routes.ts); without it (no Redis) it is not served. */
   webhooks?: (app: FastifyInstance) => Promise<void>
   /** The partner portal's sessions (portal/sessions.ts); without them (no Redis, or `portal.enabled` false) no /portal route is served. */
@@ -314,7 +317,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(healthRoutes)
   await app.register(propertyRoutes(deps.properties))
   if (deps.credentials !== undefined) await app.register(credentialRoute(deps.credentials))
-  if (deps.events !== undefined) await app.register(eventRoutes(deps.events))
+  if (deps.events !== undefined) await app.register(eventRoutes(deps.events, deps.eventTypes))
   if (deps.webhooks !== undefined) await app.register(deps.webhooks)
   if (deps.requestLog !== undefined) {
     await app.register(requestLogPartnerRoutes({ store: deps.requestLog.store, routes: routeTemplatesOf(config) }))

@@ -1,24 +1,25 @@
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
 import { adminEnvFields } from './admin/config.js'
+import { composeRules, type ReloadRules } from './config/reload-rules.js'
 import { describeIssues } from './config/fields.js'
 import { processEnvFields, redisEnvFields, redisEnvProblems, redisSettings, type RedisSettings } from './config/process.js'
-import { credentialsFileFields } from './credentials/config.js'
-import { checkEvents, eventFields, resolvePublishers, type EventPublisher } from './events/config.js'
-import { checkHttp, httpEnvFields, httpFileFields } from './http/config.js'
-import { idempotencyFileFields } from './idempotency/config.js'
-import { keysFileFields } from './keys/config.js'
-import { checkLifecycle, lifecycleFileFields } from './lifecycle/config.js'
-import { oauthEnvFields, oauthEnvProblems, oauthFileFields, oauthWithEnv } from './oauth/config.js'
-import { portalFileFields } from './portal/config.js'
-import { propertiesFileFields } from './properties/config.js'
-import { checkProxy, declaredUpstreamUrls, policyOf, proxyFileFields, resolveUpstreams, type ServiceUpstream } from './proxy/config.js'
-import { rateLimitFileFields } from './ratelimit/config.js'
-import { requestLogFileFields } from './request-log/config.js'
+import { credentialsFileFields, credentialsReload } from './credentials/config.js'
+import { checkEvents, eventFields, eventsReload, resolvePublishers, type EventPublisher } from './events/config.js'
+import { checkHttp, httpEnvFields, httpFileFields, httpReload } from './http/config.js'
+import { idempotencyFileFields, idempotencyReload } from './idempotency/config.js'
+import { keysFileFields, keysReload } from './keys/config.js'
+import { checkLifecycle, lifecycleFileFields, lifecycleReload } from './lifecycle/config.js'
+import { oauthEnvFields, oauthEnvProblems, oauthFileFields, oauthReload, oauthWithEnv } from './oauth/config.js'
+import { portalFileFields, portalReload } from './portal/config.js'
+import { propertiesFileFields, propertiesReload } from './properties/config.js'
+import { checkProxy, declaredUpstreamUrls, policyOf, proxyFileFields, proxyReload, resolveUpstreams, type ServiceUpstream } from './proxy/config.js'
+import { rateLimitFileFields, rateLimitReload } from './ratelimit/config.js'
+import { requestLogFileFields, requestLogReload } from './request-log/config.js'
 import type { RoutePolicy } from './routes/policy.js'
 import { tracingEnvFields, tracingEnvProblems, tracingSettings, type TracingSettings } from './tracing/config.js'
-import { pmsEnvFields, pmsEnvProblems, pmsTargets, pmsUrls, upstreamFileFields, upstreamUrlProblems, type UpstreamTarget } from './upstream/config.js'
-import { webhookEnvFields, webhookFields, webhookKeyProblems, webhookKeys, type WebhookKeys } from './webhooks/config.js'
+import { pmsEnvFields, pmsEnvProblems, pmsTargets, pmsUrls, upstreamFileFields, upstreamReload, upstreamUrlProblems, type UpstreamTarget } from './upstream/config.js'
+import { webhookEnvFields, webhookFields, webhookKeyProblems, webhookKeys, webhooksReload, type WebhookKeys } from './webhooks/config.js'
 
 // The configuration's top (docs/architecture.md, "Configuration"). Each capability's folder
 // owns its section: the schema of its fields with their defaults and meanings, the checks
@@ -49,6 +50,15 @@ export const fileSchema = z.strictObject({
   // Replacements and moves name the declared routes too: a rule across sections.
   checkLifecycle(file, ctx)
 })
+
+/**
+ * What a reload may change, composed as the schema is from each section's own rules
+ * (src/config/reload-rules.ts); everything from the environment needs a restart.
+ */
+export const reloadRules: ReloadRules = composeRules(
+  httpReload, propertiesReload, upstreamReload, keysReload, rateLimitReload, proxyReload, oauthReload, idempotencyReload,
+  credentialsReload, eventsReload, webhooksReload, portalReload, requestLogReload, lifecycleReload,
+)
 
 export const envSchema = z.object({
   ...httpEnvFields,

@@ -152,6 +152,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const portal = redis !== undefined && config.portal.enabled
     ? new PortalSessions({ store: new PortalSessionStore(redis, config.redisPrefix), keys: keyStore, audit, origins: portalOrigins(config.brands) })
     : undefined
+  // The parts that live as long as the process yet follow the configuration in force: each
+  // takes a reloaded configuration's settings once the app built from it serves (what each may
+  // take: its section's reload rules, src/config/reload-rules.ts).
+  const followReload: ((next: Config) => void)[] = []
+  if (portal !== undefined) followReload.push((next) => portal.useOrigins(portalOrigins(next.brands)))
   // Set once the deliveries exist (with Redis): a revoked credential's endpoints go with it.
   let removeEndpointsOf: ((id: string) => Promise<void>) | undefined
   const credentials = new CredentialService({
@@ -159,6 +164,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     onRevoke: async (id) => { await removeEndpointsOf?.(id) },
     ...(portal === undefined ? {} : { endPortalSessions: async (id: string, actor: string, reason: EndReason) => void await portal.endAll(id, actor, reason) }),
   })
+  followReload.push((next) => Object.assign(credentials.known, knownOf(next)))
   const idempotency = new IdempotencyRecords(recordStore, config.redisPrefix, config.idempotency.retentionHours * 3600_000)
   const authenticator = new KeyAuthenticator(keyStore, { ...config.keyCache, maxUnknown: config.abuse.unknownKeys })
   const metrics = new Metrics()
@@ -168,6 +174,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     onJwksFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
     onJwksError: (issuer, message) => logger.warn({ issuer, error: message }, 'JWKS fetch failed; the last keys fetched stay in use'),
   })
+  followReload.push((next) => tokens.useIssuers(next.oauth.issuers))
   if (redisMonitor !== undefined) {
     const monitor = redisMonitor
     metrics.watchRedis(() => monitor.up)
@@ -230,6 +237,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     removeEndpointsOf = (id) => started.removeEndpointsOf(id)
     const endpoints = new WebhookEndpoints({ store: endpointStore, deliveries, log: events, box, settings: config.events })
     webhooks = webhookEndpointRoutes({ endpoints, box, idempotency, logger, onSecretUnreadable })
+    followReload.push((next) => {
+      started.reconfigure(next.events)
+      endpoints.reconfigure(next.events)
+    })
   }
   // Each credential's requests (docs/architecture.md, "The request log"), with Redis only.
   let requestLog: { writer: RequestLogWriter; store: RequestLogStore } | undefined
@@ -250,9 +261,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // "Reloading the configuration"); every other part lives as long as the process.
   const keys = new Credentials(authenticator, tokens)
   const proxyHooks = { onCall, onCut: (name: string, reason: string) => metrics.upstreamCut(name, reason), onIdempotency: metrics.idempotency.bind(metrics) }
-  const publicApp = (appConfig: Config, appServices: Services, listener: { dispatch: { handler: RequestListener } } | { detached: true }): Promise<FastifyInstance> => buildApp({
+  const publicApp = (appConfig: Config, appServices: Services, listener: { dispatch: { handler: RequestListener } } | { detached: true }, eventTypes?: EventTypes): Promise<FastifyInstance> => buildApp({
     config: appConfig, logger, keys, properties, health, metrics, rateLimiter, services: appServices, hasSandbox: sandboxOf(appConfig, appServices, options.properties !== undefined),
-    proxyHooks, idempotency, usage, credentials, events,
+    proxyHooks, idempotency, usage, credentials, events, ...(eventTypes === undefined ? {} : { eventTypes }),
     ...(requestLog === undefined ? {} : { requestLog }),
     ...(webhooks === undefined ? {} : { webhooks }),
     ...(portal === undefined ? {} : { portal }),
@@ -280,9 +291,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // A changed upstream gets a new pool; the old one's calls finish, then it closes.
     const sameUpstreams = JSON.stringify(next.upstreams) === JSON.stringify(serving.gatewayConfig.upstreams)
     const nextServices = sameUpstreams ? servingServices : new Services(next, options.upstreamHooks?.dispatcher, clientSpans)
+    const nextTypes = new EventTypes(next.events.types)
     let built: FastifyInstance
     try {
-      built = await publicApp(next, nextServices, { detached: true })
+      built = await publicApp(next, nextServices, { detached: true }, nextTypes)
       await built.ready()
     } catch (error) {
       if (!sameUpstreams) await Promise.all(nextServices.all.map((u) => u.close()))
@@ -294,12 +306,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const before = serving.gatewayConfig
     dispatch.handler = built.routing
     serving = built
+    events.types = nextTypes
+    for (const follow of followReload) follow(next)
     if (!sameUpstreams) {
       servingServices = nextServices
       allUpstreams.splice(allUpstreams.length - (previous.services?.all.length ?? 0), previous.services?.all.length ?? 0, ...nextServices.all)
       for (const upstream of nextServices.all) metrics.watchBreaker(upstream.name, () => upstream.state)
     }
-    Object.assign(credentials.known, knownOf(next))
     // A request that began under the old configuration is bounded by these (docs/security.md, "Slow clients").
     const longestCall = Math.max(0, ...Object.values(before.upstreams).map((u) => u.responseTimeoutMs))
     retire(previous, before.server.requestTimeoutMs + longestCall + 1000)
@@ -350,7 +363,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   })
   // Internal services publish here, with tokens of their own (docs/operations.md, "Events").
   await admin.register(ingestRoutes({
-    log: events, publishers: config.eventPublishers, brands: config.brands, docsUrl: config.docsUrl, logger, metrics, ...(tracing === undefined ? {} : { tracing }),
+    log: events, publishers: config.eventPublishers, brands: () => serving.gatewayConfig.brands, docsUrl: config.docsUrl, logger, metrics, ...(tracing === undefined ? {} : { tracing }),
   }))
   const store = keyStore
   app.addHook('onClose', async () => {

@@ -54,6 +54,14 @@ describe('the mutation summary', () => {
     })
   })
 
+  it('takes from a run over some modules only the files it mutated', () => {
+    const base = { files: { 'src/a/x.ts': { mutants: [mutant('1', 'Survived', 1, 1)] }, 'src/b/y.ts': { mutants: [mutant('2', 'Survived', 1, 1)] } } } as unknown as Report
+    const run = { files: { 'src/a/x.ts': { mutants: [mutant('3', 'Survived', 2, 1)] }, 'src/b/y.ts': { mutants: [mutant('4', 'Killed', 1, 1)] }, 'src/c/z.ts': { mutants: [] } } } as unknown as Report
+    expect(mergeReports(base, run, () => true, (file) => file.startsWith('src/b/')).files).toEqual({
+      'src/a/x.ts': { mutants: [mutant('1', 'Survived', 1, 1)] }, 'src/b/y.ts': { mutants: [mutant('4', 'Killed', 1, 1)] },
+    })
+  })
+
   it('narrows the config to some modules, keeping the files it leaves out', async () => {
     const patterns = await mutatePatterns()
     expect(patternsFor(patterns, ['src/ratelimit/', 'src/keys'])).toEqual([

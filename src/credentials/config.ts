@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { positiveInt } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // Credentials over their life: their section of the configuration (docs/architecture.md,
 // "Configuration"; docs/operations.md, "Credentials over their life").
@@ -19,4 +20,14 @@ export const credentialsFileFields = {
   audit: z.strictObject({
     retentionDays: positiveInt.max(36500).default(400).describe('How long each change to a credential is kept in the audit trail in Redis'),
   }).prefault({}).describe('The audit trail of changes to credentials'),
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const credentialsReload: ReloadRules = {
+  reloadable: {},
+  restartOnly: {
+    keys: 'the credentials service behind the admin API is made with it at start',
+    usage: 'the usage recorder and its flush timer are made at start',
+    audit: 'the audit trail\'s retention is set when it is made at start',
+  },
 }

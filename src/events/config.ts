@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { readEnv, type SectionCheck } from '../config/fields.js'
 import { pathParameterNames, pathProblem, SCOPE_PATTERN } from '../routes/policy.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The events' part of the `events` section of the configuration (docs/architecture.md,
 // "Configuration"; docs/operations.md, "Events"): who publishes to the ingest endpoint, and how
@@ -126,4 +127,16 @@ export function resolvePublishers(publishers: z.infer<typeof eventFields.publish
     }
     return { name, mode: publisher.mode, tokenEnv: publisher.tokenEnv, token }
   })
+}
+
+/** What a reload may change of the events' part of `events` (src/config/reload-rules.ts). */
+export const eventsReload: ReloadRules = {
+  reloadable: {
+    'events.types': 'the next event published, the next read of /v1/events, and the next delivery: types added are accepted and delivered, with their scopes',
+  },
+  restartOnly: {
+    'events.publishers': 'their tokens come from the environment, read at start, and the ingest route on the admin port is made with them',
+    'events.retentionDays': 'events and delivery records are kept this long from when they are written; the log is made with it at start',
+    'events.cachedEvents': 'the cache of events is sized at start',
+  },
 }

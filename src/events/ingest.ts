@@ -34,8 +34,8 @@ export interface IngestMetrics {
 export interface IngestDependencies {
   log: EventLog
   publishers: readonly EventPublisher[]
-  /** The configured brands: an event's chain code names one. */
-  brands: readonly { id: string; chainCode: string }[]
+  /** The brands in force: an event's chain code names one. */
+  brands: () => readonly { id: string; chainCode: string }[]
   docsUrl: string
   logger: Logger
   metrics?: IngestMetrics
@@ -69,7 +69,13 @@ export function ingestRoutes(deps: IngestDependencies) {
   // digests, whose time tells nothing about the token.
   const byToken = new Map<string, EventPublisher>()
   for (const publisher of deps.publishers) if (publisher.token !== undefined) byToken.set(digest(publisher.token), publisher)
-  const chains = new Map(deps.brands.map((brand) => [brand.chainCode, brand.id]))
+  // The brands in force, which a reload may change: the map is made again when they do.
+  let chainsOf = { brands: deps.brands(), chains: new Map(deps.brands().map((brand) => [brand.chainCode, brand.id])) }
+  const chainsNow = (): ReadonlyMap<string, string> => {
+    const brands = deps.brands()
+    if (brands !== chainsOf.brands) chainsOf = { brands, chains: new Map(brands.map((brand) => [brand.chainCode, brand.id])) }
+    return chainsOf.chains
+  }
   const states = new WeakMap<FastifyRequest, IngestState>()
   const stateOf = (request: FastifyRequest): IngestState => {
     let state = states.get(request)
@@ -169,7 +175,7 @@ export function ingestRoutes(deps: IngestDependencies) {
         count(publisher, undefined, 'refused', state)
         return refuse(request, reply, new ApiError('MALFORMED_JSON', 'The body is not one well-formed JSON document.'))
       }
-      const checked = checkEvents(body, batch, publisher.name, deps.log.types, chains)
+      const checked = checkEvents(body, batch, publisher.name, deps.log.types, chainsNow())
       if (!checked.ok) {
         state.events = checked.types.length
         if (checked.types.length === 0) count(publisher, undefined, 'refused', state)

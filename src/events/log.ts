@@ -97,7 +97,11 @@ export class EventLog {
    */
   private readonly cache: LRUCache<string, string> | undefined
 
-  constructor(private readonly store: EventStore, readonly types: EventTypes, options: EventLogOptions) {
+  /** The public types in force: a reload replaces them whole (src/gateway.ts). */
+  types: EventTypes
+
+  constructor(private readonly store: EventStore, types: EventTypes, options: EventLogOptions) {
+    this.types = types
     this.retentionMs = options.retentionDays * 86_400_000
     this.now = options.now ?? Date.now
     const entries = options.cachedEvents ?? 0

@@ -4,6 +4,7 @@ import { ApiError } from '../contract/errors.js'
 import { callerOf } from '../http/request-state.js'
 import { builtInRoutes, eventListPolicy, routerPath } from '../routes/policy.js'
 import type { EventFilters, EventLog } from './log.js'
+import type { EventTypes } from './types.js'
 
 // GET /v1/events and GET /v1/events/{eventId} (docs/architecture.md, "Events"): routes like the
 // others, their checks up to step 6 composed from their policies in app.ts. What a credential
@@ -20,9 +21,10 @@ function unavailable(error: unknown): ApiError {
   return new ApiError('SERVICE_UNAVAILABLE', 'The event log cannot be read right now; retry shortly.', { retryAfter: 1, cause: error })
 }
 
-export function eventRoutes(log: EventLog) {
+/** `types`: those of the configuration the app is built from (a reload builds it before they are in force). */
+export function eventRoutes(log: EventLog, types: EventTypes = log.types) {
   return async function routes(app: FastifyInstance): Promise<void> {
-    const list = eventListPolicy(log.types.publicTypes)
+    const list = eventListPolicy(types.publicTypes)
     const single = builtInRoutes.getEvent
 
     app.get(routerPath(list.path), { config: { policy: list } }, async (request, reply) => {

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { port, positiveInt, type SectionCheck } from '../config/fields.js'
 import { parseBlock } from '../net/addresses.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The public listener's section of the configuration (docs/architecture.md, "Configuration"):
 // where it listens, the brands its host names select, which proxies it believes, its
@@ -99,4 +100,18 @@ export const checkHttp: SectionCheck<typeof httpFileFields> = (file, ctx) => {
 export const httpEnvFields = {
   PORT: port.default(3000).describe('Public listener port'),
   HOST: z.string().min(1).default('127.0.0.1').describe('Public bind address (containers set 0.0.0.0)'),
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const httpReload: ReloadRules = {
+  reloadable: {
+    brands: 'the next request: its host selects among the new brands; events published from then on, and the portal\'s links, use them too',
+  },
+  restartOnly: {
+    docsUrl: 'the admin listener, made once at start, links its problems with it too',
+    trustProxy: 'which proxies are believed decides the client addresses that the per-address bounds count; it stays as the process started',
+    loadShedding: 'the event-loop sampler and the health check it feeds run for the life of the process',
+    server: 'the public listener and its timeouts are made at start, and whether the file is watched is decided then',
+    shutdown: 'read by the signal handler set up at start',
+  },
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { positiveInt } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The idempotency records' section of the configuration (docs/architecture.md, "Configuration").
 
@@ -10,4 +11,10 @@ export const idempotencyFileFields = {
     maxBodyBytes: positiveInt.default(1048576)
       .describe('Largest answer body kept for replay; a larger answer is passed on and its record released (a retry is forwarded again)'),
   }).prefault({}).describe('Safe retries of writes on declared routes (`Idempotency-Key`)'),
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const idempotencyReload: ReloadRules = {
+  reloadable: {},
+  restartOnly: { idempotency: 'the records\' retention is set when their store is made at start; records kept under two retentions would expire apart' },
 }

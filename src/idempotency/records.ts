@@ -164,6 +164,14 @@ function decode(record: Buffer): { fingerprint: string; answer?: StoredAnswer } 
   return { fingerprint, answer: { status, headers, body: record.subarray(newline + 1) } }
 }
 
+/**
+ * A lease's owner: this process's random tag, drawn once, and a counter: unique to one claim
+ * across instances and restarts, and no random bytes drawn per keyed request (a call into
+ * OpenSSL and two allocations each, docs/performance.md).
+ */
+const OWNER_TAG = randomBytes(12).toString('base64url')
+let owners = 0
+
 export class IdempotencyRecords {
   constructor(private readonly store: RecordStore, private readonly namespace: string, private readonly retentionMs: number) {}
 
@@ -174,7 +182,7 @@ export class IdempotencyRecords {
 
   /** Claims the record for a request of `fingerprint`, or says what holds it. One round trip. */
   async claim(key: string, fingerprint: string, leaseMs: number): Promise<Claim> {
-    const value = Buffer.from(`L${fingerprint}${randomBytes(12).toString('base64url')}`, 'latin1')
+    const value = Buffer.from(`L${fingerprint}${OWNER_TAG}${(owners += 1).toString(36)}`, 'latin1')
     const existing = await this.store.claim(key, value, leaseMs)
     if (existing === null) return { kind: 'claimed', lease: { key, value, fingerprint } }
     const record = decode(existing)

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { positiveInt } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The credential lookups' section of the configuration (docs/architecture.md,
 // "Configuration"): how long a key record is trusted without Redis, and what a flood of bad
@@ -18,4 +19,13 @@ export const keysFileFields = {
     unknownKeys: positiveInt.default(10000)
       .describe('Unknown (checksum-valid) keys remembered for `keyCache.ttlMs`, apart from known keys, so a flood of invented keys never evicts a partner\'s'),
   }).prefault({}),
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const keysReload: ReloadRules = {
+  reloadable: {},
+  restartOnly: {
+    keyCache: 'the cache of key records is made once at start and lives with the process',
+    abuse: 'the bounds on unknown keys and failed attempts count from the start of the process',
+  },
 }

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { httpUrl } from '../config/fields.js'
 import { builtInRoutes, pathProblem, webhookRoutes, type Deprecation, type RoutePolicy } from '../routes/policy.js'
 import { noticeProblem, parameterNames, type Move } from './rules.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The section of a route's life (docs/architecture.md, "Configuration" and "Deprecated and
 // moved routes"): the notice a sunset must give, the deprecations of the built-in routes, the
@@ -115,4 +116,14 @@ export function deprecationOf(deprecated: Deprecation, replacement: string | und
     ...(deprecated.link === undefined ? {} : { link: deprecated.link }),
     ...(replacement === undefined ? {} : { replacement }),
   }
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const lifecycleReload: ReloadRules = {
+  reloadable: {
+    lifecycle: 'the next reload\'s checks of notice periods',
+    builtinRoutes: 'the next request of a built-in route: its deprecation headers, or 410 from its sunset',
+    moved: 'the next request: a path added answers 308, one removed 404',
+  },
+  restartOnly: {},
 }

@@ -3,7 +3,8 @@ import { watch, type FSWatcher } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
 import type { Logger } from 'pino'
-import { ConfigError, fileSchema, type Config } from '../config.js'
+import { ConfigError, fileSchema, reloadRules, type Config } from '../config.js'
+import { settingsOf } from '../config/reload-rules.js'
 
 // Reloading the configuration without a restart (docs/architecture.md, "Reloading the
 // configuration"). A reload reads CONFIG_FILE, validates it as a start does, refuses what only
@@ -11,26 +12,19 @@ import { ConfigError, fileSchema, type Config } from '../config.js'
 // anew and swaps it in at once; nothing is changed until the new one is whole. Reloads run one
 // at a time, whoever asks (SIGHUP, the admin route, the file watch).
 
-/** What a reload may change: the public API's routes and what their answers are made of. */
-export const RELOADABLE: readonly string[] = ['upstreams', 'routes', 'builtinRoutes', 'moved', 'lifecycle', 'rateLimit.enabled', 'rateLimit.limit']
+/** What a reload may change, each capability's rules composed (src/config.ts). */
+export const RELOADABLE: readonly string[] = Object.keys(reloadRules.reloadable)
 
-/** Sections of the file that only a restart changes (everything from the environment too). */
-function sectionsOf(config: Config): Record<string, unknown> {
-  const sections: Record<string, unknown> = {}
-  for (const key of Object.keys(fileSchema.shape)) {
-    const value = (config as unknown as Record<string, unknown>)[key]
-    if (key === 'rateLimit' && typeof value === 'object' && value !== null) {
-      for (const [field, inner] of Object.entries(value)) sections[`rateLimit.${field}`] = inner
-    } else sections[key] = value
-  }
-  return sections
-}
-
-/** The settings `next` changes that a reload may not: each named, to be refused. */
+/**
+ * The settings `next` changes that a reload may not: each named, to be refused. A setting the
+ * rules do not name is refused too: only what a capability says it follows is changed.
+ */
 export function restartOnlyChanges(current: Config, next: Config): string[] {
-  const before = sectionsOf(current)
-  const after = sectionsOf(next)
-  return Object.keys(after).filter((key) => !RELOADABLE.includes(key) && JSON.stringify(before[key]) !== JSON.stringify(after[key]))
+  const sections = Object.keys(fileSchema.shape)
+  const before = settingsOf(current as unknown as Record<string, unknown>, sections, reloadRules)
+  const after = settingsOf(next as unknown as Record<string, unknown>, sections, reloadRules)
+  const named = new Set([...Object.keys(before), ...Object.keys(after)])
+  return [...named].filter((key) => !RELOADABLE.includes(key) && JSON.stringify(before[key]) !== JSON.stringify(after[key]))
 }
 
 /** The content hash that names a configuration in /status and the metrics. */
@@ -106,7 +100,7 @@ export class Reloader {
       throw error
     }
     const restart = restartOnlyChanges(this.current, next)
-    if (restart.length > 0) return this.refuse(trigger, restart.map((key) => `${next.configFile} ${key}: needs a restart; a reload changes only ${RELOADABLE.join(', ')}`))
+    if (restart.length > 0) return this.refuse(trigger, restart.map((key) => `${next.configFile} ${key}: needs a restart: ${reloadRules.restartOnly[key] ?? 'a reload does not change it'}`))
     try {
       await this.options.apply(next)
     } catch (error) {

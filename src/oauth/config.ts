@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { httpUrl, optionalUrl, positiveInt } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The access tokens' section of the configuration (docs/architecture.md, "Configuration"): the
 // issuers trusted and how their keys are fetched. One issuer from the environment replaces the
@@ -71,4 +72,19 @@ export function oauthEnvProblems(env: Record<string, string>): string[] {
 export function oauthWithEnv(oauth: OAuthConfig, e: z.infer<z.ZodObject<typeof oauthEnvFields>>): OAuthConfig {
   if (e.OAUTH_ISSUER === undefined || e.OAUTH_JWKS_URI === undefined || e.OAUTH_AUDIENCE === undefined) return oauth
   return { ...oauth, issuers: [issuerSchema.parse({ issuer: e.OAUTH_ISSUER, jwksUri: e.OAUTH_JWKS_URI, audience: e.OAUTH_AUDIENCE, tokenUrl: e.OAUTH_TOKEN_URL })] }
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const oauthReload: ReloadRules = {
+  reloadable: {
+    'oauth.issuers': 'the next token: an added issuer\'s keys are fetched, a removed issuer\'s tokens are refused (OAUTH_ISSUER, from the environment, replaces the list until a restart)',
+  },
+  restartOnly: {
+    'oauth.clockToleranceSeconds': 'read by the token verifier made at start',
+    'oauth.jwksRefreshSeconds': 'the timers that fetch each issuer\'s keys are set at start',
+    'oauth.jwksCooldownSeconds': 'read by the key fetchers made at start',
+    'oauth.jwksTimeoutMs': 'read by the key fetchers made at start',
+    'oauth.verifiedTokens': 'the cache of verified tokens is sized at start',
+    'oauth.maxTokenLifetimeSeconds': 'read by the token verifier made at start',
+  },
 }

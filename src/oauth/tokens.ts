@@ -116,7 +116,8 @@ function intersect(token: ReadonlySet<string>, grant: Scopes): Scopes {
 }
 
 export class TokenAuthenticator implements KeyVerifier {
-  private readonly issuers = new Map<string, Issuer>()
+  /** The issuers in force, by `iss`: a reload replaces the map whole (`useIssuers`). */
+  private issuers = new Map<string, Issuer>()
   private readonly verified: LRUCache<string, VerifiedToken>
   private readonly grants: RecordCache<CachedGrant>
   private readonly dispatcher: Agent
@@ -140,23 +141,42 @@ export class TokenAuthenticator implements KeyVerifier {
       }
     }, { ...options.grantCache, unavailableDetail: 'Access tokens cannot be checked right now; retry shortly.' })
     this.dispatcher = new Agent({ connections: 4, keepAliveTimeout: 4000 })
-    for (const config of oauth.issuers) {
-      this.issuers.set(config.issuer, {
-        config,
-        algorithms: new Set(config.algorithms),
-        types: new Set(config.types.map(normaliseType)),
-        keys: new IssuerKeys({
-          issuer: config.issuer,
-          jwksUri: config.jwksUri,
-          refreshMs: oauth.jwksRefreshSeconds * 1000,
-          cooldownMs: oauth.jwksCooldownSeconds * 1000,
-          timeoutMs: oauth.jwksTimeoutMs,
-          dispatcher: this.dispatcher,
-          ...(options.onJwksFetch === undefined ? {} : { onFetch: options.onJwksFetch }),
-          ...(options.onJwksError === undefined ? {} : { onError: options.onJwksError }),
-        }),
-      })
+    for (const config of oauth.issuers) this.issuers.set(config.issuer, this.issuerOf(config))
+  }
+
+  private issuerOf(config: IssuerConfig): Issuer {
+    const { oauth, onJwksFetch, onJwksError } = this.options
+    return {
+      config,
+      algorithms: new Set(config.algorithms),
+      types: new Set(config.types.map(normaliseType)),
+      keys: new IssuerKeys({
+        issuer: config.issuer,
+        jwksUri: config.jwksUri,
+        refreshMs: oauth.jwksRefreshSeconds * 1000,
+        cooldownMs: oauth.jwksCooldownSeconds * 1000,
+        timeoutMs: oauth.jwksTimeoutMs,
+        dispatcher: this.dispatcher,
+        ...(onJwksFetch === undefined ? {} : { onFetch: onJwksFetch }),
+        ...(onJwksError === undefined ? {} : { onError: onJwksError }),
+      }),
     }
+  }
+
+  /**
+   * The issuers of a reloaded configuration, in force from the next token: one unchanged keeps
+   * its keys; an added or changed one gets its keys fetched anew; a removed or replaced one's
+   * keys are no longer fetched, and the tokens it was remembered to have signed are refused.
+   */
+  useIssuers(issuers: readonly IssuerConfig[]): void {
+    const next = new Map<string, Issuer>()
+    for (const config of issuers) {
+      const kept = this.issuers.get(config.issuer)
+      next.set(config.issuer, kept !== undefined && JSON.stringify(kept.config) === JSON.stringify(config) ? kept : this.issuerOf(config))
+    }
+    const replaced = [...this.issuers.values()].filter((issuer) => next.get(issuer.config.issuer) !== issuer)
+    this.issuers = next
+    for (const issuer of replaced) issuer.keys.close()
   }
 
   /**
@@ -169,8 +189,9 @@ export class TokenAuthenticator implements KeyVerifier {
     this.lookups += 1
     let known = this.verified.get(digest)
     // Remembered only while its signing key is published: a key its issuer retired takes
-    // with it the tokens it signed (docs/architecture.md §D15).
-    if (known !== undefined && !stillPublished(known)) {
+    // with it the tokens it signed (docs/architecture.md §D15); so does an issuer a reload
+    // removed or changed.
+    if (known !== undefined && (!stillPublished(known) || this.issuers.get(known.issuer.config.issuer) !== known.issuer)) {
       this.verified.delete(digest)
       known = undefined
     }

@@ -148,7 +148,7 @@ export class PortalSessions {
   private readonly store: PortalSessionStore
   private readonly keys: KeyStore
   private readonly trail: AuditTrail
-  private readonly origins: ReadonlyMap<string, string>
+  private origins: ReadonlyMap<string, string>
   private readonly now: () => number
   private readonly ids = new UlidFactory()
 
@@ -158,6 +158,11 @@ export class PortalSessions {
     this.trail = options.audit
     this.origins = options.origins
     this.now = options.now ?? Date.now
+  }
+
+  /** Each brand's portal origin after a reload changed the brands: the links made from now on lead there. */
+  useOrigins(origins: ReadonlyMap<string, string>): void {
+    this.origins = origins
   }
 
   private async credential(id: string): Promise<CredentialState> {

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { positiveInt } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The properties API's section of the configuration (docs/architecture.md, "Configuration"):
 // what a key is told of a property it may not use, and the read cache of PMS answers.
@@ -12,4 +13,13 @@ export const propertiesFileFields = {
     staleIfErrorMs: z.number().int().min(0).default(300000).describe('How long past freshness a copy may be served while the PMS fails'),
     maxEntries: positiveInt.default(10000).describe('Entries kept per upstream'),
   }).prefault({}),
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const propertiesReload: ReloadRules = {
+  reloadable: {},
+  restartOnly: {
+    accessDeniedStatus: 'it changes what partners are answered for the same condition, a breaking change that needs a notice and a restart',
+    cache: 'the PMS client and its cache are made once at start',
+  },
 }

@@ -6,6 +6,7 @@ import {
 } from '../routes/policy.js'
 import { deprecationOf, routeLifecycleFields } from '../lifecycle/config.js'
 import { breakerFields, type BreakerConfig, type UpstreamSettings, type UpstreamUrl } from '../upstream/config.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // Declared routes' section of the configuration (docs/architecture.md, "Configuration";
 // docs/operations.md, "Declaring a route"): the services behind them and the routes
@@ -206,4 +207,13 @@ export function resolveUpstreams(upstreams: Record<string, DeclaredUpstreamConfi
     }
   }
   return resolved
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const proxyReload: ReloadRules = {
+  reloadable: {
+    upstreams: 'the next call: a changed upstream gets a new pool, and the old one closes once its calls are done',
+    routes: 'the next request: routes added answer, routes removed answer 404, and each route\'s scopes are the new ones',
+  },
+  restartOnly: {},
 }

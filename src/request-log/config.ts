@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { positiveInt } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The request log's section of the configuration (docs/architecture.md, "Configuration";
 // docs/operations.md, "The request log").
@@ -15,4 +16,10 @@ export const requestLogFileFields = {
     retentionDays: positiveInt.max(30).default(7).describe('How long an entry is kept'),
     maxPerCredential: positiveInt.max(1_000_000).default(50_000).describe('Entries kept per credential and mode: the oldest go first'),
   }).prefault({}).describe('The request log: what each credential\'s requests were, for the partner and operators'),
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const requestLogReload: ReloadRules = {
+  reloadable: {},
+  restartOnly: { requestLog: 'the request log\'s writer and store are made at start' },
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { optionalUrl, positiveInt, readEnv } from '../config/fields.js'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The upstream calls' section of the configuration (docs/architecture.md, "Configuration"):
 // the PMS's pool and breaker settings, which every declared upstream takes where it sets none
@@ -140,4 +141,13 @@ export function upstreamUrlProblems(urls: readonly UpstreamUrl[]): string[] {
     if (live !== undefined) problems.push(`${sandbox.source}: is ${live.source} under another name; a test key would reach live data`)
   }
   return problems
+}
+
+/** What a reload may change of this section (src/config/reload-rules.ts). */
+export const upstreamReload: ReloadRules = {
+  reloadable: {},
+  restartOnly: {
+    upstream: 'the PMS pools are made once at start (PMS_URL comes from the environment)',
+    breaker: 'the circuit breakers of the PMS pools are made with them at start',
+  },
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import type { ReloadRules } from '../config/reload-rules.js'
 
 // The webhooks' part of the `events` section of the configuration (docs/architecture.md,
 // "Configuration"; docs/operations.md, "Webhooks"): partners' endpoints and the deliveries to
@@ -63,4 +64,24 @@ export function webhookKeys(env: { WEBHOOKS_SECRET_KEY?: string | undefined; WEB
 export function webhookKeyProblems(eventTypes: number, env: Record<string, string>): string[] {
   if (eventTypes === 0 || env.WEBHOOKS_SECRET_KEY !== undefined) return []
   return ['environment WEBHOOKS_SECRET_KEY: required when events.types declares events (webhook signing secrets are sealed with it); at least 32 characters']
+}
+
+/** What a reload may change of the webhooks' part of `events` (src/config/reload-rules.ts). */
+export const webhooksReload: ReloadRules = {
+  reloadable: {
+    'events.maxEndpointsPerCredential': 'the next endpoint created',
+    'events.maxManualDeliveriesPerEndpoint': 'the next test, redelivery or recovery asked for',
+    'events.maxRecoveryEvents': 'the next recovery asked for',
+    'events.disableAfterHours': 'the next failed attempt',
+    'events.endpointConcurrency': 'the next attempt',
+    'events.allowHttp': 'the next endpoint created or changed',
+  },
+  restartOnly: {
+    'events.deliveryTimeoutMs': 'the delivery connection pool\'s deadlines, and how long a delivery\'s records live, are set at start',
+    'events.retrySchedule': 'each queued delivery carries its number of attempts, and the queue\'s backoff is set when its worker starts',
+    'events.deliveryWorkers': 'the delivery worker\'s concurrency is set when it starts',
+    'events.deliveryLockSeconds': 'the delivery worker\'s locks are set when it starts',
+    'events.allowPrivateTargets': 'the delivery connection pool\'s address guard is made at start',
+    'events.workers': 'whether an instance delivers is decided at start (EVENTS_WORKER overrides it)',
+  },
 }

@@ -176,6 +176,16 @@ export class Deliveries {
     })
   }
 
+  /**
+   * The settings of a reloaded configuration (docs/operations.md, "Changing the
+   * configuration"): what the next attempt, failure or request for a delivery reads. A reload
+   * changes none of those fixed at start (src/webhooks/config.ts, `webhooksReload`).
+   */
+  reconfigure(settings: DeliverySettings): void {
+    this.options.settings = settings
+    this.recoveries?.reconfigure({ ...settings, retentionMs: this.retentionMs })
+  }
+
   private connection(): RedisClient {
     const client = this.options.connection()
     this.connections.push(client)

@@ -351,6 +351,11 @@ export class Recoveries {
 
   constructor(private readonly options: RecoveriesOptions) {}
 
+  /** The bounds of a reloaded configuration, for the recoveries asked for and fed from now on. */
+  reconfigure(settings: RecoveriesOptions['settings']): void {
+    this.options.settings = settings
+  }
+
   get store(): RecoveryStore {
     return this.options.store
   }

@@ -75,6 +75,11 @@ export class WebhookEndpoints {
     this.now = options.now ?? Date.now
   }
 
+  /** The settings of a reloaded configuration, for the next request. */
+  reconfigure(settings: WebhookSettings): void {
+    this.options.settings = settings
+  }
+
   private get flags(): { allowHttp: boolean; allowPrivate: boolean } {
     return { allowHttp: this.options.settings.allowHttp, allowPrivate: this.options.settings.allowPrivateTargets }
   }

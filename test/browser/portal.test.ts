@@ -118,7 +118,7 @@ describe.skipIf(!hasChromium || !built)('the partner portal in a browser', () =>
     const { id } = await p.t.keyWithId({ mode: 'test' })
     const { context, page } = await enterPortal(id)
     expect(await page.locator('dl.facts').innerText()).toContain('Test mode')
-    for (const name of ['Overview', 'Webhooks']) {
+    for (const name of ['Overview', 'Usage', 'Request log', 'Webhooks', 'Events']) {
       await screen(page, name)
       expect(await page.locator('.test-banner').innerText()).toBe('Test mode: this credential sees test data only, never a live booking.')
       expect(await page.getByRole('banner').locator('.badge').innerText()).toBe('Test mode')

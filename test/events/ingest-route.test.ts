@@ -24,6 +24,7 @@ const types = new EventTypes([
 
 let app: FastifyInstance
 let log: EventLog
+const brands = [{ id: 'acme', chainCode: 'ACME' }]
 const logs = captureLogs()
 const counted: [string, string, IngestMetricOutcome][] = []
 
@@ -37,7 +38,7 @@ beforeAll(async () => {
       { name: 'sandbox', mode: 'test', tokenEnv: 'EVENTS_SANDBOX_TOKEN', token: TEST_TOKEN },
       { name: 'silent', mode: 'live', tokenEnv: 'EVENTS_SILENT_TOKEN', token: undefined },
     ],
-    brands: [{ id: 'acme', chainCode: 'ACME' }],
+    brands: () => brands,
     docsUrl: DOCS,
     logger: logs.logger,
     metrics: { eventIngested: (publisher, type, outcome) => { counted.push([publisher, type, outcome]) } },

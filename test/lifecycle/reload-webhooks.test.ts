@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig, type FileConfigInput } from '../../src/config.js'
 import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
+import { expectProblem } from '../helpers/problem.js'
 import { Receiver } from '../helpers/receiver.js'
 import { eventually, REDIS_URL } from '../helpers/redis.js'
 import { ConfigFile, reloadAt, shippedWith } from '../helpers/reload.js'
@@ -20,7 +21,8 @@ describe('webhooks across a reload', () => {
   let key: string
   let hotel: string
   // Long enough for a reload on a busy machine while an attempt is held open.
-  const events = webhookConfig({ deliveryTimeoutMs: 30_000 }).events as NonNullable<FileConfigInput['events']>
+  // Retries enough for a second of failures (retrySchedule needs a restart: it is the same throughout).
+  const events = webhookConfig({ deliveryTimeoutMs: 30_000, retrySchedule: [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3] }).events as NonNullable<FileConfigInput['events']>
   const content = (change: Record<string, unknown> = {}): Record<string, unknown> => shippedWith({ events, ...change })
 
   beforeAll(async () => {
@@ -67,5 +69,31 @@ describe('webhooks across a reload', () => {
       { eventId, attempt: 2, at: expect.any(String), status: 200, outcome: 'delivered', durationMs: expect.any(Number) },
       { eventId, attempt: 1, at: expect.any(String), status: 503, outcome: 'failed', durationMs: expect.any(Number) },
     ])
+  })
+
+  it('takes a changed webhook setting from the next delivery: events.disableAfterHours', async () => {
+    const r = await new Receiver(() => 500).listen()
+    receivers.push(r)
+    // About a second of failures now disables an endpoint; it took 120 hours.
+    file.write(content({ events: { ...events, disableAfterHours: 0.0003 } }))
+    expect((await reloadAt(admin)).statusCode).toBe(200)
+    const endpoint = await createEndpoint(t, key, { url: r.url, eventTypes: ['property.updated'] })
+    accepted(await publish(admin, hotelChanged(hotel)))
+    const path = `/v1/webhook-endpoints/${endpoint.id}`
+    expect(await eventually(async () => (dataOf(await t.get(path, key)) as { status: string }).status === 'disabled', WAIT_MS)).toBe(true)
+    expect(dataOf(await t.get(path, key))).toMatchObject({ status: 'disabled', disabledReason: 'failing' })
+    expect(r.received.length).toBeGreaterThan(1)
+  })
+
+  it('takes a changed webhook setting from the next request: events.maxEndpointsPerCredential', async () => {
+    file.write(content({ events: { ...events, disableAfterHours: 0.0003, maxEndpointsPerCredential: 1 } }))
+    expect((await reloadAt(admin)).statusCode).toBe(200)
+    const own = await t.key()
+    await createEndpoint(t, own, { url: 'http://127.0.0.1:9/one', eventTypes: ['property.updated'] })
+    const second = await t.call('POST', '/v1/webhook-endpoints', { key: own, body: JSON.stringify({ url: 'http://127.0.0.1:9/two', eventTypes: ['property.updated'] }) })
+    expectProblem(second, {
+      code: 'WEBHOOK_ENDPOINT_LIMIT_REACHED', instance: '/v1/webhook-endpoints',
+      detail: 'This credential has 1 webhook endpoints, as many as it may; delete one first.',
+    })
   })
 })

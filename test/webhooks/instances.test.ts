@@ -102,7 +102,8 @@ const FLAG_WARNINGS = [
   'events.allowHttp is set: webhook endpoints may use plain http:; for tests and the demo only',
 ]
 
-describe('an instance that stops mid-attempt', () => {
+// Two instances start one after the other, each up to 15 s on a loaded machine, and each wait is up to WAIT_MS.
+describe('an instance that stops mid-attempt', { timeout: 90_000 }, () => {
   it.each(['SIGKILL', 'SIGTERM'] as const)('loses nothing on %s: another instance delivers, with the same webhook-id', async (signal) => {
     // The first request hangs (the attempt in flight when the instance stops); later ones succeed.
     const receiver = await new Receiver((n) => (n === 1 ? 'hang' : 200)).listen()

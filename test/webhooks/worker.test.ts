@@ -300,7 +300,8 @@ describe('deliveries', () => {
       .toEqual({ code: 'EVENT_NOT_FOUND', detail: 'No event with id \'evt_01JDZ8Q3W4X5Y6Z7A8B9C0D1E2\' exists for this credential.', status: 404 })
     const [outcome] = await log.ingest('pms', 'live', [checked(0, 'src-manual')])
     const eventId = (outcome as { eventId: string }).eventId
-    expect(await refusal(() => service.prepareRedeliver(principal('key_x', { brand: 'globex' }), eventId, { endpointId: made.id }))).toMatchObject({ code: 'EVENT_NOT_FOUND' })
+    // Another brand's credential owns no such endpoint, and sees no such event.
+    expect(await refusal(() => service.prepareRedeliver(principal('key_x', { brand: 'globex' }), eventId, { endpointId: made.id }))).toMatchObject({ code: 'WEBHOOK_ENDPOINT_NOT_FOUND', status: 404 })
     const redeliver = await service.prepareRedeliver(acme, eventId, { endpointId: made.id })
     expect(await refusal(redeliver)).toMatchObject({ code: 'RATE_LIMITED', status: 429 })
     receiver.behaviour = (() => { const before = receiver.behaviour; return (n: number, r: Parameters<typeof before>[1]) => (r.path === '/manual' ? 200 : before(n, r)) })()
