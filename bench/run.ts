@@ -15,6 +15,7 @@ import { benchCredentials } from './credentials.js'
 import { eventsPageCost, type EventsPageCost } from './events-page.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort } from './ports.js'
+import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
 import { benchTracing } from './tracing.js'
 import { INSTALL_HINT, runWrk, wrkAvailable, type WrkRequest } from './wrk.js'
 
@@ -478,19 +479,24 @@ async function main(): Promise<void> {
       const url = await privateRedis()
       return startGateway('events', pmsUrl, { events: EVENTS_CONFIG }, { REDIS_URL: url, EVENTS_PMS_TOKEN: PUBLISHER_TOKEN, EVENTS_BOOKINGS_TOKEN: `${PUBLISHER_TOKEN}-2` })
     },
-    declared: async () => {
-      const service = await startService()
-      return startGateway('declared', pmsUrl, {
-        // One key at 50 connections: the share of one credential (32 calls in flight by
-        // default) would answer the rest 429, and the row would measure that bound instead
-        // of the forwarding. Once the load generator kept up with the server, it did.
-        upstreams: { bookings: { url: service, tokenHeader: 'X-Service-Token', maxInFlightPerCredential: 64 } },
-        routes: [{
-          path: '/v1/guests', methods: ['GET'], scope: 'brand', upstream: 'bookings', upstreamPath: '/partner/v1/guests',
-          query: { page: { type: 'integer', min: 1 }, perPage: { type: 'integer', min: 1, max: 100 } },
-        }],
-      }, { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN })
-    },
+    // The request log off (docs/performance.md, "The request log"): the references of its rows.
+    'log-off': () => startGateway('log-off', pmsUrl, { oauth, requestLog: { enabled: false } }),
+    'declared-log-off': () => declared('declared-log-off', { requestLog: { enabled: false } }),
+    declared: () => declared('declared', {}),
+  }
+  async function declared(name: string, extra: Record<string, unknown>): Promise<Server> {
+    const service = await startService()
+    return startGateway(name, pmsUrl, {
+      ...extra,
+      // One key at 50 connections: the share of one credential (32 calls in flight by
+      // default) would answer the rest 429, and the row would measure that bound instead
+      // of the forwarding. Once the load generator kept up with the server, it did.
+      upstreams: { bookings: { url: service, tokenHeader: 'X-Service-Token', maxInFlightPerCredential: 64 } },
+      routes: [{
+        path: '/v1/guests', methods: ['GET'], scope: 'brand', upstream: 'bookings', upstreamPath: '/partner/v1/guests',
+        query: { page: { type: 'integer', min: 1 }, perPage: { type: 'integer', min: 1, max: 100 } },
+      }],
+    }, { UPSTREAM_BOOKINGS_TOKEN: SERVICE_TOKEN })
   }
   const gateways = new Map<string, Promise<Server>>()
   const gateway = (name: string): Promise<Server> => {
@@ -644,6 +650,21 @@ async function main(): Promise<void> {
       references: replay, connections: CONNECTIONS, amount: AMOUNT,
     },
   )
+  // The request log: the cached GET and the pass-through with it on against the same with it
+  // off; a filtered page over a credential holding 50,000 entries (written before the row).
+  const { key: logKey, record: logRecord } = await store.create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench-request-log' })
+  allScenarios.push(
+    { name: REQUEST_LOG_ROWS.cached, gateway: 'cached', call: single, status: 200, references: [{ kind: 'gateway', gateway: 'log-off', name: 'gateway, log off' }], connections: CONNECTIONS, amount: AMOUNT },
+    {
+      name: REQUEST_LOG_ROWS.passThrough, gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200,
+      references: [{ kind: 'gateway', gateway: 'declared-log-off', name: 'gateway, log off' }], connections: CONNECTIONS, amount: AMOUNT,
+    },
+    {
+      name: REQUEST_LOG_ROWS.page, gateway: 'cached', call: { path: '/v1/request-logs?status=404', headers: { ...auth, authorization: `Bearer ${logKey}` } }, status: 200,
+      references: replay, connections: LATENCY_CONNECTIONS, amount: Math.round(AMOUNT / 100),
+      prepare: async () => fillRequestLog(REDIS_URL, PREFIX, logRecord.id, 50_000),
+    },
+  )
   const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => ONLY.some((o) => s.name.toLowerCase().includes(o)))
   const calibrating = ONLY === undefined || ONLY.some((o) => 'calibration'.includes(o))
   if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
@@ -768,6 +789,7 @@ async function main(): Promise<void> {
     ? await idempotencyRoundTrips(pmsUrl, startService) : undefined
   const eventsMemory = scenarios.some((x) => x.gateway === 'events') ? await eventMemory(pmsUrl, acmeHotels) : undefined
   const eventsPage = scenarios.some((x) => x.gateway === 'events') ? await eventsPageCost(await startRedisServer(), EVENTS_CONFIG.types, QUICK ? 20 : 50) : undefined
+  const requestLogWrites = scenarios.some((x) => (Object.values(REQUEST_LOG_ROWS) as string[]).includes(x.name)) ? await requestLogWriteCost(await startRedisServer(), QUICK ? 50_000 : 200_000) : undefined
 
   const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
@@ -814,7 +836,7 @@ async function main(): Promise<void> {
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
   report({
     machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, baseline: BASELINE, measure: MEASURE, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
-    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory, eventsPage,
+    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory, eventsPage, requestLogWrites,
   })
   await redis.quit()
 }
@@ -1018,6 +1040,7 @@ interface Results {
   roundTrips: RoundTrips | undefined
   eventsMemory: EventsMemory | undefined
   eventsPage: EventsPageCost | undefined
+  requestLogWrites?: RequestLogWriteCost | undefined
 }
 
 function calibrationLine(c: Calibration): string {
@@ -1120,6 +1143,7 @@ function report(results: Results): void {
     ...(results.calibration === undefined ? [] : [calibrationLine(results.calibration), '']),
     ...(results.roundTrips === undefined ? [] : [roundTripsLine(results.roundTrips), '']),
     ...eventsLines(results.rows, results.eventsMemory, results.eventsPage),
+    ...requestLogLines(results.rows, results.requestLogWrites),
     ...(results.soaks.length === 0
       ? ['Memory soak skipped.']
       : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),

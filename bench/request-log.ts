@@ -1,0 +1,110 @@
+import { randomUUID } from 'node:crypto'
+import { Writable } from 'node:stream'
+import { Redis } from 'ioredis'
+import { createLogger } from '../src/logger.js'
+import type { RequestLogEntry } from '../src/request-log/entry.js'
+import { RequestLogStore } from '../src/request-log/store.js'
+import { RequestLogWriter } from '../src/request-log/writer.js'
+
+// The request log's own figures (docs/performance.md, "The request log"): how many entries one
+// instance's writer puts into Redis per second, and the Redis memory each costs, on a Redis of
+// the bench's own; and the entries a page row reads (a credential holding 50,000 of them,
+// written straight to the store as the writer would have).
+
+const SETTINGS = { retentionDays: 7, maxPerCredential: 50_000 }
+const STATUSES = [200, 200, 200, 200, 200, 200, 200, 304, 404, 429] as const
+
+/** A realistic entry: a property path, a User-Agent, a trace id; one in ten a 404, as a partner's mistakes go. */
+export function benchEntry(credentialId: string, at: number, i: number): RequestLogEntry {
+  const status = STATUSES[i % STATUSES.length] as number
+  return {
+    id: `req_${randomUUID().replaceAll('-', '')}`, at: new Date(at).toISOString(), credentialId, secret: 'current', mode: 'live', method: 'GET',
+    route: '/v1/properties/{propertyId}', path: `/v1/properties/${randomUUID()}`, queryParameters: i % 3 === 0 ? ['include'] : [],
+    status, code: status === 404 ? 'PROPERTY_NOT_FOUND' : status === 429 ? 'RATE_LIMITED' : null, durationMs: 3.4, cache: status === 200 ? 'hit' : null,
+    idempotencyKey: null, replayed: false, clientIp: '203.0.113.7', userAgent: 'acme-sync/2.1 (+https://acme.example.com)', traceId: randomUUID().replaceAll('-', ''),
+  }
+}
+
+/** Writes `count` entries of one credential, newest last, ending now: what the page row reads. */
+export async function fillRequestLog(redisUrl: string, namespace: string, credentialId: string, count: number): Promise<void> {
+  const redis = new Redis(redisUrl)
+  try {
+    const store = new RequestLogStore(redis, namespace, SETTINGS)
+    const start = Date.now() - count * 10
+    for (let i = 0; i < count; i += 500) {
+      await store.write(Array.from({ length: Math.min(500, count - i) }, (_, j) => benchEntry(credentialId, start + (i + j) * 10, i + j)))
+    }
+  } finally {
+    redis.disconnect()
+  }
+}
+
+export interface RequestLogWriteCost {
+  entries: number
+  credentials: number
+  /** Entries written per second by one writer, its batches one after another. */
+  perSecond: number
+  /** CPU of this process per entry written (the instance's side of the write), µs. */
+  cpuUsPerEntry: number
+  /** used_memory grown per entry kept, with its index line and its request id's index field. */
+  bytesPerEntry: number
+}
+
+/** One writer on a Redis of its own: `entries` entries of 100 credentials, added then flushed, `used_memory` before and after. */
+export async function requestLogWriteCost(redisUrl: string, entries: number): Promise<RequestLogWriteCost> {
+  const redis = new Redis(redisUrl)
+  try {
+    const credentials = 100
+    const store = new RequestLogStore(redis, 'bench-log:', { ...SETTINGS, maxPerCredential: 1_000_000 })
+    const logger = createLogger({ level: 'warn', destination: new Writable({ write(_chunk, _encoding, done) { done() } }) })
+    const writer = new RequestLogWriter(store, { flushMs: 60_000, bufferMax: entries, logger })
+    const now = Date.now()
+    // Warm: the script loaded, the keys of every credential made.
+    await store.write(Array.from({ length: credentials }, (_, i) => benchEntry(`key_bench${i}`, now - entries - 1, i)))
+    const used = async (): Promise<number> => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1])
+    const before = await used()
+    const made = Array.from({ length: entries }, (_, i) => benchEntry(`key_bench${i % credentials}`, now - entries + i, i))
+    const cpu = process.cpuUsage()
+    const started = performance.now()
+    for (const entry of made) writer.add(entry)
+    await writer.flush()
+    const seconds = (performance.now() - started) / 1000
+    const used_ = process.cpuUsage(cpu)
+    if (writer.written !== entries) throw new Error(`the writer wrote ${writer.written} of ${entries} entries`)
+    const after = await used()
+    return {
+      entries, credentials, perSecond: Math.round(entries / seconds), cpuUsPerEntry: Math.round(((used_.user + used_.system) / entries) * 10) / 10,
+      bytesPerEntry: Math.round((after - before) / entries),
+    }
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/** The rows of the request log in run.ts's table. */
+export const REQUEST_LOG_ROWS = {
+  cached: 'GET /v1/properties/{id}, cache hit, request log on, against it off',
+  passThrough: 'GET /v1/guests, declared pass-through route, request log on, against it off',
+  page: 'GET /v1/request-logs?status=404, a credential of 50,000 entries',
+} as const
+
+interface RowFigures { scenario: string; gateway: { cpuUs: number; rps: number; p99Us: number }; references: { measure: { cpuUs: number; rps: number } }[] }
+
+/** The lines of the report under the table: the on/off ratios, the page, the writer's rate and memory. */
+export function requestLogLines(rows: readonly RowFigures[], writes: RequestLogWriteCost | undefined): string[] {
+  const lines: string[] = []
+  for (const name of [REQUEST_LOG_ROWS.cached, REQUEST_LOG_ROWS.passThrough]) {
+    const row = rows.find((r) => r.scenario === name)
+    const off = row?.references[0]?.measure
+    if (row === undefined || off === undefined) continue
+    lines.push(`Request log, ${name}: CPU per answer ${row.gateway.cpuUs.toFixed(1)} µs on, ${off.cpuUs.toFixed(1)} µs off (${((row.gateway.cpuUs / off.cpuUs - 1) * 100).toFixed(1)} %); `
+      + `${row.gateway.rps} req/s on, ${off.rps} off (${((row.gateway.rps / off.rps - 1) * 100).toFixed(1)} %).`)
+  }
+  const page = rows.find((r) => r.scenario === REQUEST_LOG_ROWS.page)
+  if (page !== undefined) lines.push(`Request log, a page filtered by status over 50,000 entries: ${page.gateway.cpuUs.toFixed(0)} µs of the gateway's CPU, p99 ${(page.gateway.p99Us / 1000).toFixed(1)} ms, ${page.gateway.rps} pages/s.`)
+  if (writes !== undefined) {
+    lines.push(`Request log, one instance's writer (a Redis of its own, ${writes.entries} entries of ${writes.credentials} credentials, batches of 500): ${writes.perSecond} entries written per second, `
+      + `${writes.cpuUsPerEntry} µs of the instance's CPU per entry; Redis memory ${writes.bytesPerEntry} bytes per entry kept (its JSON, its index line, its request id's index field; \`used_memory\` before and after).`)
+  }
+  return lines.length === 0 ? [] : [...lines, '']
+}
