@@ -311,6 +311,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     if (!sameUpstreams) {
       servingServices = nextServices
       allUpstreams.splice(allUpstreams.length - (previous.services?.all.length ?? 0), previous.services?.all.length ?? 0, ...nextServices.all)
+      for (const upstream of previous.services?.all ?? []) metrics.unwatchBreaker(upstream.name)
       for (const upstream of nextServices.all) metrics.watchBreaker(upstream.name, () => upstream.state)
     }
     // A request that began under the old configuration is bounded by these (docs/security.md, "Slow clients").

@@ -78,6 +78,8 @@ export class Metrics {
       name: 'gateway_circuit_breaker_state', help: 'Circuit breaker state: 0 closed, 1 half-open, 2 open',
       labelNames: ['upstream'], registers: [this.registry],
       collect() {
+        // Only the upstreams in force: one a reload removed leaves the series.
+        this.reset()
         for (const [upstream, state] of breakers) this.set({ upstream }, BREAKER_VALUE[state()])
       },
     })
@@ -235,6 +237,11 @@ export class Metrics {
 
   watchBreaker(upstream: string, state: () => BreakerState): void {
     this.breakers.set(upstream, state)
+  }
+
+  /** An upstream a reload removed or replaced: its breaker is no longer reported. */
+  unwatchBreaker(upstream: string): void {
+    this.breakers.delete(upstream)
   }
 
   /** One webhook delivery attempt (docs/operations.md, "Webhooks"). */

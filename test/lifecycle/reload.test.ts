@@ -178,4 +178,16 @@ describe('a reload', () => {
       body: { code: 'METHOD_NOT_ALLOWED', instance: `/v1/guests/${GUEST}`, detail: 'CONNECT is not supported; this API tunnels nothing. Use GET, HEAD, PATCH on its paths.' },
     })
   })
+
+  it('reports the circuit breakers of the upstreams in force only', async () => {
+    const bookings = { url: service.url, tokenHeader: 'X-Service-Token', timeoutMs: 2000 }
+    write(fileWith(['/v1/rooms'], { upstreams: { bookings, spare: { url: service.url } } }))
+    expect((await reload()).statusCode).toBe(200)
+    expect(await adminGet('/metrics')).toContain('gateway_circuit_breaker_state{upstream="spare"} 0')
+    write(fileWith(['/v1/rooms'], { upstreams: { bookings } }))
+    expect((await reload()).statusCode).toBe(200)
+    const metrics = await adminGet('/metrics')
+    expect(metrics).toContain('gateway_circuit_breaker_state{upstream="bookings"} 0')
+    expect(metrics).not.toContain('upstream="spare"} ')
+  })
 })
