@@ -96,9 +96,19 @@ export interface AppDependencies {
    * Where the listener this app builds sends each request: this app's handler at first; a
    * reload points it at the app built from the new configuration (src/lifecycle/reload.ts).
    */
-  dispatch?: { handler: RequestListener }
+  dispatch?: Dispatch
   /** Built by a reload: it serves through the listener of the app it replaces and builds none of its own. */
   detached?: boolean
+}
+
+/**
+ * What the listener hands on to the app in force: each request, and the route index its own
+ * answers (a request Node's parser refused, CONNECT) take their `Allow` from. A reload points
+ * both at the app it built (src/gateway.ts).
+ */
+export interface Dispatch {
+  handler: RequestListener
+  routes: Pick<RouteIndex, 'allowFor'>
 }
 
 function noop(): void {}
@@ -119,7 +129,7 @@ function shedLoad(shedder: LoadShedder, metrics: Metrics | undefined) {
  * deadline. What Node would answer or drop by itself (an Expect it does not know, CONNECT) is
  * ours to answer (http/client-errors.ts).
  */
-function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: RouteIndex, dispatch: { handler: RequestListener } | undefined) {
+function serverWithTimeouts(settings: Config['server'], docsUrl: string, routes: Pick<RouteIndex, 'allowFor'>, dispatch: Dispatch | undefined) {
   return (handler: RequestListener) => {
     const server = new CoalescingServer({
       headersTimeout: settings.headersTimeoutMs,
@@ -153,6 +163,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const { config } = deps
   // Filled from onRoute; the not-found and parser-error handlers consult it.
   const routes = new RouteIndex()
+  // The listener's own answers consult the index of the app in force, which a reload changes.
+  const { dispatch } = deps
+  if (dispatch !== undefined) dispatch.routes = routes
+  const listenerRoutes: Pick<RouteIndex, 'allowFor'> = dispatch === undefined ? routes : { allowFor: (path) => dispatch.routes.allowFor(path) }
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     // Our own single line per request replaces Fastify's two (pipeline/log.ts).
@@ -162,12 +176,12 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // The config refuses a hop count (src/http/config.ts): only these two forms get here.
     trustProxy: config.trustProxy as boolean | string[],
     // An app built by a reload never listens: its handler is called by the listener it replaces.
-    serverFactory: deps.detached === true ? () => createServer() : serverWithTimeouts(config.server, config.docsUrl, routes, deps.dispatch),
+    serverFactory: deps.detached === true ? () => createServer() : serverWithTimeouts(config.server, config.docsUrl, listenerRoutes, dispatch),
     bodyLimit: DEFAULT_BODY_BYTES,
     routerOptions: { maxParamLength: MAX_URL_LENGTH },
     // Keep serving while closing: in-flight and drained requests must still be answered.
     return503OnClosing: false,
-    clientErrorHandler: clientErrorHandler(config.docsUrl, routes),
+    clientErrorHandler: clientErrorHandler(config.docsUrl, listenerRoutes),
     frameworkErrors: (error, request, reply) => errorHandler(error, request, reply),
   })
 
@@ -180,6 +194,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
 
   app.decorate('gatewayConfig', config)
+  app.decorate('routeIndex', routes)
   app.decorate('brands', new BrandDirectory(config.brands, config.docsUrl))
   app.decorate('health', deps.health ?? new HealthState())
   for (const field of ['routeUrl', 'brand', 'trace', 'span', 'correlationId', 'principal', 'refusedCredential', 'portalSession', 'parsedQuery', 'propertyId', 'errorCode', 'upstreamMs',

@@ -2,8 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { Metrics } from './admin/metrics.js'
 import { buildAdmin } from './admin/server.js'
-import { buildApp } from './app.js'
-import type { RequestListener } from 'node:http'
+import { buildApp, type Dispatch } from './app.js'
 import type { Config } from './config.js'
 import { Reloader, type ReloadResult } from './lifecycle/reload.js'
 import { reloadRoute } from './lifecycle/admin.js'
@@ -261,7 +260,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // "Reloading the configuration"); every other part lives as long as the process.
   const keys = new Credentials(authenticator, tokens)
   const proxyHooks = { onCall, onCut: (name: string, reason: string) => metrics.upstreamCut(name, reason), onIdempotency: metrics.idempotency.bind(metrics) }
-  const publicApp = (appConfig: Config, appServices: Services, listener: { dispatch: { handler: RequestListener } } | { detached: true }, eventTypes?: EventTypes): Promise<FastifyInstance> => buildApp({
+  const publicApp = (appConfig: Config, appServices: Services, listener: { dispatch: Dispatch } | { detached: true }, eventTypes?: EventTypes): Promise<FastifyInstance> => buildApp({
     config: appConfig, logger, keys, properties, health, metrics, rateLimiter, services: appServices, hasSandbox: sandboxOf(appConfig, appServices, options.properties !== undefined),
     proxyHooks, idempotency, usage, credentials, events, ...(eventTypes === undefined ? {} : { eventTypes }),
     ...(requestLog === undefined ? {} : { requestLog }),
@@ -270,7 +269,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ...(tracing === undefined ? {} : { tracing }),
     ...listener,
   })
-  const dispatch: { handler: RequestListener } = { handler: () => undefined }
+  const dispatch: Dispatch = { handler: () => undefined, routes: { allowFor: () => undefined } }
   const app = await publicApp(config, services, { dispatch })
   let serving = app
   let servingServices = services
@@ -305,6 +304,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const previous = { app: serving === app ? undefined : serving, services: sameUpstreams ? undefined : servingServices }
     const before = serving.gatewayConfig
     dispatch.handler = built.routing
+    dispatch.routes = built.routeIndex
     serving = built
     events.types = nextTypes
     for (const follow of followReload) follow(next)

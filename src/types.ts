@@ -3,6 +3,7 @@ import type { Config } from './config.js'
 import type { ErrorCode, RefusedCredential } from './contract/errors.js'
 import type { HealthState } from './health.js'
 import type { Brand, BrandDirectory } from './http/brands.js'
+import type { RouteIndex } from './http/route-index.js'
 import type { TraceContext } from './http/trace.js'
 import type { Principal } from './keys/principal.js'
 import type { ParsedQuery } from './pipeline/parameters.js'
@@ -20,6 +21,8 @@ declare module 'fastify' {
 
   interface FastifyInstance {
     gatewayConfig: Config
+    /** The app's routes by path and method: what its `Allow` headers are made from. */
+    routeIndex: RouteIndex
     brands: BrandDirectory
     health: HealthState
   }

@@ -59,6 +59,6 @@ export const whenItHappens: Readonly<Record<string, string>> = {
   // The partner portal.
   PORTAL_SESSION_INVALID: 'A request of the partner portal came with no session, or with one that is not valid: the link was used already, has expired or is unknown, or the session ended (logged out, ended by an operator, or its credential suspended, revoked or expired). The page then says to ask the operator for a new link.',
   PORTAL_CSRF_FAILED: 'A change in the partner portal (any request but a read, logging out included) came without the session\'s CSRF token, or with a wrong one; nothing was changed.',
-  PORTAL_CAPABILITY_MISSING: 'A partner portal session asked for an action its link does not allow: managing webhook endpoints, redelivering events or rolling the key each need their own capability; `detail` names it.',
+  PORTAL_CAPABILITY_MISSING: 'A partner portal session asked for an action its link does not allow: managing webhook endpoints, redelivering or recovering events, or rolling the key each need their own capability; `detail` names it.',
   PORTAL_SESSION_LIMIT_REACHED: 'An operator asked for an eleventh live portal session of one credential (the credentials API of the admin port, or the key tool\'s `portal-link`); links not yet entered count.',
 }

@@ -223,7 +223,7 @@ export function clientErrorHandler(docsUrl: string, routes: Pick<RouteIndex, 'al
  * drops the connection without a word. The API tunnels nothing: 405 as for any method a
  * path does not take.
  */
-export function connectHandler(docsUrl: string, routes: RouteIndex) {
+export function connectHandler(docsUrl: string, routes: Pick<RouteIndex, 'allowFor'>) {
   return function onConnect(req: IncomingMessage, socket: Socket): void {
     socket.on('error', () => socket.destroy())
     const instance = instanceOf(req.url ?? '')

@@ -11,6 +11,7 @@ import { NO_LOAD_SHEDDING, NO_OAUTH } from '../helpers/config.js'
 import { SERVICE_TOKEN } from '../helpers/declared.js'
 import { PMS_TOKEN, TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem } from '../helpers/problem.js'
+import { parseResponses, rawExchange } from '../helpers/raw.js'
 import { REDIS_URL } from '../helpers/redis.js'
 
 // Reloading the configuration over real sockets (docs/operations.md, "Changing the
@@ -56,6 +57,7 @@ async function adminGet(path: string): Promise<string> {
 }
 
 let startHash: string
+const GUEST = '6f1c2a4e-8d3b-4c7a-9e2f-1a5b7c9d0e3f'
 
 beforeAll(async () => {
   pms = await new MockPms({ token: PMS_TOKEN }).listen()
@@ -162,5 +164,18 @@ describe('a reload', () => {
     expect(outcomes).toEqual([200, 200, 200, 200, 200, 200])
     expect(statuses.length).toBeGreaterThan(12)
     expect(statuses.filter((s) => s !== 200)).toEqual([])
+  })
+
+  it('answers on the listener from the routes in force: CONNECT to a route a reload added names its methods', async () => {
+    // Not among the routes at start: the index of the app built then does not know it.
+    write(fileWith(['/v1/rooms', '/v1/guests/{guestId}']))
+    expect((await reload()).statusCode).toBe(200)
+    const port = Number(new URL(t.url).port)
+    const { text } = await rawExchange(port, [`CONNECT /v1/guests/${GUEST} HTTP/1.1\r\nHost: api.acme-hotels.example\r\n\r\n`])
+    const [answer] = parseResponses(text)
+    expect({ status: answer?.statusCode, allow: answer?.headers.allow, body: JSON.parse(answer?.body ?? '{}') as unknown }).toMatchObject({
+      status: 405, allow: 'GET, HEAD, PATCH',
+      body: { code: 'METHOD_NOT_ALLOWED', instance: `/v1/guests/${GUEST}`, detail: 'CONNECT is not supported; this API tunnels nothing. Use GET, HEAD, PATCH on its paths.' },
+    })
   })
 })
