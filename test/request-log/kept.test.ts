@@ -112,7 +112,7 @@ describe('what is never kept', () => {
 })
 
 describe('an entry for each kind of answer', () => {
-  it('keeps an expired token of a known client, an address refused and an upstream failing', async () => {
+  it('keeps an expired token of a known client, a suspended client\'s token, an address refused and an upstream failing', async () => {
     const env = { REDIS_URL, REDIS_PREFIX: t.prefix }
     const grant = await grantClient(env, idp, 'log-expired')
     const now = Math.floor(Date.now() / 1000)
@@ -121,6 +121,15 @@ describe('an entry for each kind of answer', () => {
     expect((await t.get('/v1/properties', idp.issue('log-expired', ['properties:read']))).statusCode).toBe(200)
     const late = await t.get('/v1/properties', expired)
     expect([late.statusCode, (JSON.parse(late.body) as { code: string }).code]).toEqual([401, 'ACCESS_TOKEN_EXPIRED'])
+
+    // A suspended client's token: refused, and its grant's.
+    const suspended = await grantClient(env, idp, 'log-suspended')
+    const held = idp.issue('log-suspended', ['properties:read'])
+    expect((await t.get('/v1/properties', held)).statusCode).toBe(200)
+    await t.gateway.credentials.setStatus(suspended.id, 'suspended', 'test')
+    let stopped: Answer | undefined
+    expect(await eventually(async () => (stopped = await t.get('/v1/properties', held)).statusCode === 403, 10_000, 50)).toBe(true)
+    expect((JSON.parse((stopped as Answer).body) as { code: string }).code).toBe('CLIENT_SUSPENDED')
 
     const fenced = await t.keyWithId({ allowedIps: ['203.0.113.0/24'] })
     const refused = await t.get('/v1/properties', fenced.key)
@@ -138,6 +147,14 @@ describe('an entry for each kind of answer', () => {
 
     const summary = (e: Entry) => [e.id, e.status, e.code]
     expect((await entriesOf(grant.id, 2)).map(summary)[0]).toEqual([requestId(late), 401, 'ACCESS_TOKEN_EXPIRED'])
+    // Found by its request id: the polls before the suspension took effect are entries too.
+    let found: { data: Entry } | undefined
+    expect(await eventually(async () => {
+      const answer = await admin(`/admin/v1/request-logs/${requestId(stopped as Answer)}`)
+      if (answer.statusCode === 200) found = JSON.parse(answer.body) as { data: Entry }
+      return found !== undefined
+    }, 10_000, 50)).toBe(true)
+    expect([found?.data.credentialId, ...summary(found?.data as Entry)]).toEqual([suspended.id, requestId(stopped as Answer), 403, 'CLIENT_SUSPENDED'])
     expect((await entriesOf(fenced.id, 1)).map(summary)).toEqual([[requestId(refused), 403, 'IP_NOT_ALLOWED']])
     expect((await entriesOf(id, 1)).map(summary)).toEqual([[requestId(failed), failed.statusCode, (JSON.parse(failed.body) as { code: string }).code]])
   }, 60_000)
