@@ -1,15 +1,7 @@
 import { useState } from 'preact/hooks'
 import { api, call, type Page, type SessionInfo } from './api'
+import type { PublicEvent } from './public'
 import { Alert, Empty, Field, formSentence, Heading, Loading, sentenceOf, time, useLoad } from './ui'
-
-interface PublicEvent {
-  id: string
-  type: string
-  createdAt: string
-  mode: 'live' | 'test'
-  propertyId: string | null
-  object: { type: string; id: string; path: string }
-}
 
 const PER_PAGE = 25
 

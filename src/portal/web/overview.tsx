@@ -1,22 +1,8 @@
 import { useState } from 'preact/hooks'
 import { api, call, type SessionInfo } from './api'
+import type { Credential } from './public'
 import type { Usage } from './usage'
 import { Alert, Heading, Loading, Secret, sentenceOf, time, useLoad } from './ui'
-
-interface Credential {
-  id: string
-  type: 'api_key' | 'oauth_client'
-  name: string | null
-  brand: string
-  mode: 'live' | 'test'
-  scopes: string[] | '*'
-  properties: string[] | '*'
-  rateLimit: { limit: number; windowSeconds: number }
-  expiresAt: string | null
-  allowedIps: string[] | null
-  previousSecretExpiresAt: string | null
-  lastUsedAt: string | null
-}
 
 interface Rolled { id: string; secret: string; previousSecretExpiresAt: string }
 

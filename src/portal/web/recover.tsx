@@ -1,23 +1,11 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, call } from './api'
+import type { Recovery } from './public'
 import { Alert, Empty, Field, formSentence, Loading, sentenceOf, time, useLoad } from './ui'
 
 // Recovering an endpoint after an outage (docs/partners.md, "After an outage: recover"): the
 // events of a time range it missed (or all of them) sent again, one attempt each; the
 // endpoint's recoveries of the last 7 days with their progress, and a running one cancelled.
-
-export interface Recovery {
-  id: string
-  endpointId: string
-  since: string
-  until: string
-  include: 'failed' | 'all'
-  status: 'running' | 'done' | 'cancelled'
-  queued: number
-  delivered: number
-  failed: number
-  createdAt: string
-}
 
 /** How often a running recovery's progress is read again. */
 const PROGRESS_MS = 2000

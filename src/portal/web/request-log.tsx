@@ -1,31 +1,11 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, call, ProblemError } from './api'
+import type { RequestLogEntry as Entry } from './public'
 import { Alert, Empty, Field, formSentence, Heading, Loading, sentenceOf, time, useLoad } from './ui'
 
 // The request log (docs/partners.md, "The request log"): the credential's own requests, newest
 // first, with the API's filters, which live in the page's address so that a link to a filtered
 // log can be sent to support; a request found by its id (Service-Request-Id), and its detail.
-
-interface Entry {
-  id: string
-  at: string
-  credentialId: string
-  secret: 'current' | 'previous' | null
-  mode: 'live' | 'test'
-  method: string
-  route: string | null
-  path: string
-  queryParameters: string[]
-  status: number
-  code: string | null
-  durationMs: number
-  cache: 'hit' | 'miss' | 'stale' | null
-  idempotencyKey: string | null
-  replayed: boolean
-  clientIp: string | null
-  userAgent: string | null
-  traceId: string | null
-}
 
 const PER_PAGE = 25
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'] as const

@@ -1,20 +1,8 @@
 import { useState } from 'preact/hooks'
 import { api, call, type SessionInfo } from './api'
+import type { Delivery, Endpoint } from './public'
 import { Recoveries } from './recover'
 import { Alert, Empty, Field, formSentence, Heading, Loading, Secret, sentenceOf, time, useLoad } from './ui'
-
-interface Endpoint {
-  id: string
-  url: string
-  eventTypes: string[]
-  description: string | null
-  status: 'enabled' | 'disabled'
-  disabledReason: string | null
-  createdAt: string
-  updatedAt: string
-}
-
-interface Delivery { eventId: string; attempt: number; at: string; status: number | null; outcome: string; durationMs: number | null }
 
 const REASONS: Record<string, string> = {
   gone: 'its URL answered 410 Gone',
