@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { once } from 'node:events'
+import { afterEach } from 'vitest'
 
 // A partner's webhook endpoint on loopback: keeps every request it gets and answers as the
 // test says (a status, or never).
@@ -61,5 +62,21 @@ export class Receiver {
     for (const res of this.hanging) res.destroy()
     this.server.closeAllConnections()
     this.server.close()
+  }
+}
+
+/**
+ * Receivers for the tests of the block this is called in: the function it returns starts one on
+ * loopback, and each is closed after its test, whatever the test's outcome.
+ */
+export function receiversClosedAfterEach(): (behaviour?: Behaviour) => Promise<Receiver> {
+  const open: Receiver[] = []
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((r) => r.close()))
+  })
+  return async (behaviour) => {
+    const r = await new Receiver(behaviour).listen()
+    open.push(r)
+    return r
   }
 }

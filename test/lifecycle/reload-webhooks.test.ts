@@ -1,9 +1,9 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig, type FileConfigInput } from '../../src/config.js'
 import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem } from '../helpers/problem.js'
-import { Receiver } from '../helpers/receiver.js'
+import { receiversClosedAfterEach } from '../helpers/receiver.js'
 import { eventually, REDIS_URL } from '../helpers/redis.js'
 import { ConfigFile, reloadAt, shippedWith } from '../helpers/reload.js'
 import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
@@ -15,7 +15,7 @@ const dataOf = (answer: Answer): unknown => (JSON.parse(answer.body) as { data: 
 
 describe('webhooks across a reload', () => {
   const file = new ConfigFile()
-  const receivers: Receiver[] = []
+  const receiver = receiversClosedAfterEach()
   let t: TestGateway
   let admin: string
   let key: string
@@ -36,17 +36,13 @@ describe('webhooks across a reload', () => {
     key = await t.key()
     hotel = String(t.pms.hotels.find((h) => h.chain_code === 'ACME')?.hotel_uuid)
   })
-  afterEach(async () => {
-    await Promise.all(receivers.splice(0).map((r) => r.close()))
-  })
   afterAll(async () => {
     await t.close()
     file.remove()
   })
 
   it('loses no delivery in flight: the attempt held open during the reload ends, and its retry is made', async () => {
-    const r = await new Receiver((n) => (n === 1 ? 'hang' : 200)).listen()
-    receivers.push(r)
+    const r = await receiver((n) => (n === 1 ? 'hang' : 200))
     const endpoint = await createEndpoint(t, key, { url: `${r.url}/hooks`, eventTypes: ['property.updated'] })
     const [event] = accepted(await publish(admin, hotelChanged(hotel)))
     const eventId = event?.eventId as string
@@ -72,8 +68,7 @@ describe('webhooks across a reload', () => {
   })
 
   it('takes a changed webhook setting from the next delivery: events.disableAfterHours', async () => {
-    const r = await new Receiver(() => 500).listen()
-    receivers.push(r)
+    const r = await receiver(() => 500)
     // About a second of failures now disables an endpoint; it took 120 hours.
     file.write(content({ events: { ...events, disableAfterHours: 0.0003 } }))
     expect((await reloadAt(admin)).statusCode).toBe(200)

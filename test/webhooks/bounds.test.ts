@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectProblem } from '../helpers/problem.js'
-import { Receiver } from '../helpers/receiver.js'
+import { receiversClosedAfterEach } from '../helpers/receiver.js'
 import { eventually, REDIS_URL } from '../helpers/redis.js'
 import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 
@@ -19,21 +19,13 @@ describe('bounds of a partner\'s deliveries', () => {
   let key: string
   let hotel: string
   const redis = new Redis(REDIS_URL)
-  const receivers: Receiver[] = []
-  const receiver = async (behaviour?: ConstructorParameters<typeof Receiver>[0]): Promise<Receiver> => {
-    const r = await new Receiver(behaviour).listen()
-    receivers.push(r)
-    return r
-  }
+  const receiver = receiversClosedAfterEach()
 
   beforeAll(async () => {
     t = await TestGateway.start({ env: PUBLISHER_TOKENS, config: webhookConfig({ maxManualDeliveriesPerEndpoint: 3, endpointConcurrency: 1, retrySchedule: [0.2] }) })
     admin = await listenAdmin(t.gateway)
     key = await t.key()
     hotel = String(t.pms.hotels.find((h) => h.chain_code === 'ACME')?.hotel_uuid)
-  })
-  afterEach(async () => {
-    await Promise.all(receivers.splice(0).map((r) => r.close()))
   })
   afterAll(async () => {
     await t.close()

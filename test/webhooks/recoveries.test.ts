@@ -1,11 +1,11 @@
 import { Webhook } from 'standardwebhooks'
 import { request } from 'undici'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ACME_HOST } from '../helpers/config.js'
 import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { expectEnvelope, expectProblem, REQUEST_ID, TIMESTAMP } from '../helpers/problem.js'
-import { Receiver, type Behaviour } from '../helpers/receiver.js'
+import { receiversClosedAfterEach, type Receiver } from '../helpers/receiver.js'
 import { eventually } from '../helpers/redis.js'
 import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 
@@ -48,12 +48,7 @@ describe('recovering a time range', { timeout: 60_000 }, () => {
   let admin: string
   let key: string
   let hotel: string
-  const receivers: Receiver[] = []
-  const receiver = async (behaviour?: Behaviour): Promise<Receiver> => {
-    const r = await new Receiver(behaviour).listen()
-    receivers.push(r)
-    return r
-  }
+  const receiver = receiversClosedAfterEach()
 
   beforeAll(async () => {
     // One lease per endpoint: the order of sending is the order of arrival. At most 3 events per recovery.
@@ -61,9 +56,6 @@ describe('recovering a time range', { timeout: 60_000 }, () => {
     admin = await listenAdmin(t.gateway)
     key = await t.key()
     hotel = String(t.pms.hotels.find((h) => h.chain_code === 'ACME')?.hotel_uuid)
-  })
-  afterEach(async () => {
-    await Promise.all(receivers.splice(0).map((r) => r.close()))
   })
   afterAll(async () => {
     await t.close()
