@@ -1,5 +1,5 @@
 import { expect } from 'vitest'
-import { errorCatalog, kebabCode, type ErrorCode, type FieldError } from '../../src/contract/errors.js'
+import { ApiError, errorCatalog, kebabCode, type ErrorCode, type FieldError } from '../../src/contract/errors.js'
 import { expectedError } from './catalog.js'
 import { DOCS_URL } from './config.js'
 
@@ -72,4 +72,16 @@ export function expectEnvelope(res: Answer, pagination?: { page: number; perPage
     ? { requestId, timestamp: expect.stringMatching(TIMESTAMP) }
     : { requestId, timestamp: expect.stringMatching(TIMESTAMP), pagination })
   return body.data
+}
+
+/** The problem `run` throws (a rule's check, called without a gateway): its code, detail and field errors. */
+export function refusal(run: () => unknown): { code: string; detail: string; errors: unknown } {
+  try {
+    run()
+  } catch (error) {
+    expect(error).toBeInstanceOf(ApiError)
+    const e = error as ApiError
+    return { code: e.code, detail: e.detail, errors: e.errors ?? [] }
+  }
+  throw new Error('expected a refusal')
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ApiError } from '../../src/contract/errors.js'
+import { refusal } from '../helpers/problem.js'
 import {
   canonicalId, countedAs, endpointDisabled, feedWindow, recoveryInProgress, recoveryInput, recoveryJobId, recoveryNotFound, recoveryView, tooManyEvents, ulidOfRecoveryJob,
 } from '../../src/webhooks/recovery.js'
@@ -11,18 +11,6 @@ import {
 const NOW = Date.parse('2026-11-28T12:00:00.000Z')
 const DAY = 86_400_000
 const RETENTION = 30 * DAY
-
-/** The problem `run` throws: its code, detail and field errors. */
-function refusal(run: () => unknown): { code: string; detail: string; errors: unknown } {
-  try {
-    run()
-  } catch (error) {
-    expect(error).toBeInstanceOf(ApiError)
-    const e = error as ApiError
-    return { code: e.code, detail: e.detail, errors: e.errors ?? [] }
-  }
-  throw new Error('expected a refusal')
-}
 
 const bad = (field: string, code: string, detail: string): unknown => ({
   code: 'VALIDATION_FAILED', detail: 'The body has a field with a bad value.', errors: [{ field, code, detail }],

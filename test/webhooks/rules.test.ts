@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { ApiError } from '../../src/contract/errors.js'
+import { refusal } from '../helpers/problem.js'
 import type { GrantRecord } from '../../src/keys/grants.js'
 import type { KeyRecord } from '../../src/keys/store.js'
 import {
@@ -31,18 +31,6 @@ function endpoint(over: Partial<EndpointRecord> = {}): EndpointRecord {
     createdAt: '2026-11-28T10:00:00.000Z', updatedAt: '2026-11-28T11:00:00.000Z', secrets: [{ sealed: 'v1.current', expiresAt: null }], failingSince: null,
     ...over,
   }
-}
-
-/** The problem `run` throws: its code, detail and field errors. */
-function refusal(run: () => unknown): { code: string; detail: string; errors: unknown } {
-  try {
-    run()
-  } catch (error) {
-    expect(error).toBeInstanceOf(ApiError)
-    const e = error as ApiError
-    return { code: e.code, detail: e.detail, errors: e.errors ?? [] }
-  }
-  throw new Error('expected a refusal')
 }
 
 describe('the retry schedule', () => {
