@@ -1,7 +1,7 @@
 import { SpanStatusCode } from '@opentelemetry/api'
 import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
-import { Agent, request } from 'undici'
+import { request } from 'undici'
 import type { EventLog, LoggedEvent } from '../events/log.js'
 import type { Viewer } from '../events/types.js'
 import { UlidFactory } from '../events/ulid.js'
@@ -11,7 +11,8 @@ import type { KeyRecord, KeyStore } from '../keys/store.js'
 import { EVENT_ID_PREFIX } from '../routes/policy.js'
 import type { RedisClient } from '../redis.js'
 import type { Tracing } from '../tracing/tracing.js'
-import { BlockedAddressError, guardedConnector, type Lookup } from './addresses.js'
+import { BlockedAddressError, type Lookup } from './addresses.js'
+import { EndpointConnections } from './connections.js'
 import { secretContext, type Attempt, type AttemptOutcome, type EndpointRecord, type EndpointStatus, type EndpointStore } from './endpoints.js'
 import {
   afterFailure, afterGone, afterSuccess, attemptsOf, deliveryLifetimeMs, isLastAttempt, LEASE_GRACE_MS, outcomeOfStatus, parkSleepMs,
@@ -134,7 +135,8 @@ export class Deliveries {
   private snapshotTimer: NodeJS.Timeout | undefined
   readonly queue: Queue<DeliveryJob>
   private worker: Worker<DeliveryJob> | undefined
-  private readonly agent: Agent
+  /** Connections to endpoints, kept alive between attempts (connections.ts). */
+  private readonly outbound: EndpointConnections
   private readonly inFlight = new Set<AbortController>()
   /** Wake-ups sent and not yet answered: a shutdown waits for them, else a lease handed over in its last attempts would sleep 10 to 15 minutes. */
   private readonly waking = new Set<Promise<unknown>>()
@@ -156,12 +158,8 @@ export class Deliveries {
     const { settings } = options
     this.leaseMs = settings.deliveryTimeoutMs + LEASE_GRACE_MS
     this.lifetimeMs = deliveryLifetimeMs(settings.retrySchedule, settings.deliveryTimeoutMs)
-    this.agent = new Agent({
-      connect: guardedConnector({ allowPrivate: settings.allowPrivateTargets, connectTimeoutMs: settings.deliveryTimeoutMs, ...(options.lookup === undefined ? {} : { lookup: options.lookup }) }),
-      headersTimeout: settings.deliveryTimeoutMs,
-      bodyTimeout: settings.deliveryTimeoutMs,
-      // A partner's endpoint is not ours to hold open: one connection per attempt.
-      pipelining: 0,
+    this.outbound = new EndpointConnections({
+      timeoutMs: settings.deliveryTimeoutMs, allowPrivate: settings.allowPrivateTargets, ...(options.lookup === undefined ? {} : { lookup: options.lookup }),
     })
     this.queue = new Queue<DeliveryJob>(QUEUE_NAME, {
       connection: this.connection() as never, prefix: options.store.queuePrefix,
@@ -183,6 +181,8 @@ export class Deliveries {
    */
   reconfigure(settings: DeliverySettings): void {
     this.options.settings = settings
+    // Connections opened before the reload are not kept past it.
+    this.outbound.forgetAll()
     this.recoveries?.reconfigure({ ...settings, retentionMs: this.retentionMs })
   }
 
@@ -332,14 +332,19 @@ export class Deliveries {
 
   /** Deletes the endpoints of a revoked credential; their sleeping deliveries wake and end. */
   async removeEndpointsOf(credentialId: string): Promise<void> {
-    const records = this.recoveries === undefined ? [] : await this.options.store.list(credentialId)
+    const records = await this.options.store.list(credentialId)
     this.wake(await this.options.store.removeAllOf(credentialId))
-    for (const record of records) await this.recoveries?.store.removeAllOf(record.id)
+    for (const record of records) {
+      this.outbound.forgetUrl(record.url)
+      await this.recoveries?.store.removeAllOf(record.id)
+    }
   }
 
   /** Deletes one endpoint; its sleeping deliveries wake and end (queued deliveries to it are dropped). */
   async removeEndpoint(record: EndpointRecord): Promise<void> {
     this.wake(await this.options.store.remove(record))
+    // No connection is kept to a deleted endpoint (another endpoint at its origin opens a new one).
+    this.outbound.forgetUrl(record.url)
     await this.recoveries?.store.removeAllOf(record.id)
   }
 
@@ -456,7 +461,7 @@ export class Deliveries {
     try {
       const answer = await request(endpoint.url, {
         method: 'POST',
-        dispatcher: this.agent,
+        dispatcher: this.outbound.of(endpoint.url),
         signal: controller.signal,
         headers: {
           'content-type': 'application/json',
@@ -565,7 +570,7 @@ export class Deliveries {
     let timer: NodeJS.Timeout | undefined
     await Promise.race([closed, new Promise((resolve) => { timer = setTimeout(resolve, CLOSE_WAIT_MS) })])
     clearTimeout(timer)
-    await this.agent.destroy()
+    await this.outbound.destroy()
     for (const client of this.connections) client.disconnect()
   }
 

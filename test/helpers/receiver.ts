@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { once } from 'node:events'
+import type { Socket } from 'node:net'
 import { afterEach } from 'vitest'
 
 // A partner's webhook endpoint on loopback: keeps every request it gets and answers as the
@@ -9,6 +10,8 @@ export interface Received {
   path: string
   headers: IncomingMessage['headers']
   body: string
+  /** The port the request came from: the same for two requests on one connection kept alive. */
+  remotePort: number | undefined
 }
 
 /** What to answer to the n-th request (1 for the first): a status, or `hang` (never answer). */
@@ -18,6 +21,8 @@ export class Receiver {
   readonly received: Received[] = []
   private readonly server: Server
   private readonly hanging = new Set<ServerResponse>()
+  /** The ports of the connections open now. */
+  readonly open = new Set<number | undefined>()
   url = ''
 
   constructor(public behaviour: Behaviour = () => 200) {
@@ -25,7 +30,7 @@ export class Receiver {
       const chunks: Buffer[] = []
       req.on('data', (chunk: Buffer) => chunks.push(chunk))
       req.on('end', () => {
-        const received = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') }
+        const received = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), remotePort: req.socket.remotePort }
         this.received.push(received)
         const answer = this.behaviour(this.received.length, received)
         if (answer === 'hang') {
@@ -35,6 +40,11 @@ export class Receiver {
         if (answer >= 300 && answer < 400) res.setHeader('location', `${this.url}/redirected`)
         res.writeHead(answer).end()
       })
+    })
+    this.server.on('connection', (socket: Socket) => {
+      const port = socket.remotePort
+      this.open.add(port)
+      socket.on('close', () => this.open.delete(port))
     })
   }
 

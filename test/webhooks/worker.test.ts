@@ -286,6 +286,33 @@ describe('deliveries', () => {
     expect((await service.attempts(acme, made.id)).map((a) => a.outcome)).toEqual(['delivered', 'delivered', 'delivered'])
   })
 
+  it('sends an endpoint\'s attempts on connections kept alive, and closes them when it is deleted and at shutdown', async () => {
+    const own = await new Receiver().listen()
+    try {
+      const { service, log, deliveries } = world()
+      const made = (await (service.prepareCreate(acme, { url: `${own.url}/kept`, eventTypes: ['property.updated'] }))()).data as { id: string }
+      for (let i = 1; i <= 4; i += 1) {
+        await log.ingest('pms', 'live', [checked(0, `src-kept-${i}`)])
+        expect(await eventually(async () => own.received.length === i, WAIT_MS)).toBe(true)
+      }
+      // Four attempts, fewer connections: the endpoint sees a request come on a connection it saw before.
+      expect(new Set(own.received.map((r) => r.remotePort)).size).toBeLessThan(4)
+      expect(own.open.size).toBeGreaterThan(0)
+      await service.remove(acme, made.id)
+      expect(await eventually(async () => own.open.size === 0, WAIT_MS)).toBe(true)
+
+      await (service.prepareCreate(acme, { url: `${own.url}/again`, eventTypes: ['property.updated'] }))()
+      await log.ingest('pms', 'live', [checked(0, 'src-kept-5')])
+      expect(await eventually(async () => own.received.length === 5, WAIT_MS)).toBe(true)
+      expect(own.open.size).toBeGreaterThan(0)
+      running.splice(running.indexOf(deliveries), 1)
+      await deliveries.close()
+      expect(await eventually(async () => own.open.size === 0, WAIT_MS)).toBe(true)
+    } finally {
+      await own.close()
+    }
+  })
+
   it('bounds the deliveries a partner asks for, redelivers an event it sees, and refuses one it does not', async () => {
     const { service, log } = world()
     const made = (await (service.prepareCreate(acme, { url: path('manual', () => 'hang'), eventTypes: ['property.updated'] }))()).data as { id: string }

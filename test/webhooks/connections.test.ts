@@ -1,0 +1,101 @@
+import { request } from 'undici'
+import { afterEach, describe, expect, it } from 'vitest'
+import { BlockedAddressError } from '../../src/webhooks/addresses.js'
+import { EndpointConnections, type ConnectionOptions } from '../../src/webhooks/connections.js'
+import { receiversClosedAfterEach } from '../helpers/receiver.js'
+import { eventually } from '../helpers/redis.js'
+
+// The connections deliveries keep to endpoints (src/webhooks/connections.ts): kept alive
+// between attempts to one origin, each opened through the address guard (a name is resolved
+// and judged for every new connection, never for a request on a kept one), and closed when
+// idle, when their origin is forgotten or pushed out, and at shutdown. What is observed is
+// what the endpoint sees: the port each request comes from, and the connections open to it.
+
+const receiver = receiversClosedAfterEach()
+const made: EndpointConnections[] = []
+afterEach(async () => {
+  await Promise.all(made.splice(0).map((c) => c.destroy()))
+})
+
+function connections(over: Partial<ConnectionOptions> = {}): EndpointConnections {
+  const c = new EndpointConnections({ timeoutMs: 2000, allowPrivate: true, ...over })
+  made.push(c)
+  return c
+}
+
+async function post(c: EndpointConnections, url: string): Promise<number> {
+  const answer = await request(url, { method: 'POST', dispatcher: c.of(url), body: '{}', headers: { 'content-type': 'application/json' } })
+  await answer.body.dump()
+  return answer.statusCode
+}
+
+describe('connections to endpoints', () => {
+  it('sends later requests to an origin on connections already open, whatever the path', async () => {
+    const r = await receiver(() => 204)
+    const c = connections()
+    for (const path of ['/a', '/b?x=1', '/a', '/c']) expect(await post(c, `${r.url}${path}`)).toBe(204)
+    expect(r.received.map((q) => q.path)).toEqual(['/a', '/b?x=1', '/a', '/c'])
+    // undici may open a second connection while the first is being freed; never one per request.
+    const ports = new Set(r.received.map((q) => q.remotePort))
+    expect(ports.size).toBeLessThan(r.received.length)
+    expect(c.size).toBe(1)
+  })
+
+  it('resolves and judges a name once per connection: again after its origin is forgotten', async () => {
+    const r = await receiver(() => 204)
+    const asked: string[] = []
+    const c = connections({ lookup: async (name) => { asked.push(name); return '127.0.0.1' } })
+    const url = `http://hooks.example:${new URL(r.url).port}/hook`
+    for (let i = 0; i < 4; i += 1) await post(c, url)
+    const ports = new Set(r.received.map((q) => q.remotePort))
+    expect(ports.size).toBeLessThan(4)
+    expect(asked).toEqual([...ports].map(() => 'hooks.example'))
+    c.forgetUrl(url)
+    expect(await eventually(async () => r.open.size === 0, 5000)).toBe(true)
+    await post(c, url)
+    expect(asked).toHaveLength(ports.size + 1)
+    expect(ports.has(r.received[4]?.remotePort)).toBe(false)
+  })
+
+  it('refuses a name that resolves to an internal address, on a pool as on every connection: nothing is sent', async () => {
+    const r = await receiver(() => 204)
+    const c = connections({ allowPrivate: false, lookup: async () => '127.0.0.1' })
+    const url = `http://rebound.example:${new URL(r.url).port}/hook`
+    for (let i = 0; i < 2; i += 1) {
+      const error = await post(c, url).then(() => undefined, (e: unknown) => e)
+      expect(error).toBeInstanceOf(BlockedAddressError)
+    }
+    expect(r.received).toEqual([])
+    expect(r.open.size).toBe(0)
+  })
+
+  it('closes a connection left idle', async () => {
+    const r = await receiver(() => 204)
+    const c = connections({ idleMs: 200 })
+    await post(c, r.url)
+    expect(r.open.size).toBe(1)
+    expect(await eventually(async () => r.open.size === 0, 5000)).toBe(true)
+  })
+
+  it('keeps the origins used last: the one used longest ago closes when one more comes', async () => {
+    const [a, b, d] = [await receiver(() => 204), await receiver(() => 204), await receiver(() => 204)]
+    const c = connections({ maxOrigins: 2 })
+    await post(c, a.url)
+    await post(c, b.url)
+    await post(c, a.url)
+    await post(c, d.url)
+    expect(c.size).toBe(2)
+    expect(await eventually(async () => b.open.size === 0, 5000)).toBe(true)
+    expect([a.open.size, d.open.size]).toEqual([1, 1])
+  })
+
+  it('drops every connection at shutdown', async () => {
+    const [a, b] = [await receiver(() => 204), await receiver(() => 204)]
+    const c = connections()
+    await post(c, a.url)
+    await post(c, b.url)
+    await c.destroy()
+    expect(c.size).toBe(0)
+    expect(await eventually(async () => a.open.size + b.open.size === 0, 5000)).toBe(true)
+  })
+})
