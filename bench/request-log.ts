@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { Redis } from 'ioredis'
 import { createLogger } from '../src/logger.js'
-import type { RequestLogEntry } from '../src/request-log/entry.js'
+import type { RequestLogRecord } from '../src/request-log/entry.js'
 import { RequestLogStore } from '../src/request-log/store.js'
 import { RequestLogWriter } from '../src/request-log/writer.js'
 
@@ -15,10 +15,10 @@ const SETTINGS = { retentionDays: 7, maxPerCredential: 50_000 }
 const STATUSES = [200, 200, 200, 200, 200, 200, 200, 304, 404, 429] as const
 
 /** A realistic entry: a property path, a User-Agent, a trace id; one in ten a 404, as a partner's mistakes go. */
-export function benchEntry(credentialId: string, at: number, i: number): RequestLogEntry {
+export function benchEntry(credentialId: string, at: number, i: number): RequestLogRecord {
   const status = STATUSES[i % STATUSES.length] as number
   return {
-    id: `req_${randomUUID().replaceAll('-', '')}`, at: new Date(at).toISOString(), credentialId, secret: 'current', mode: 'live', method: 'GET',
+    id: `req_${randomUUID().replaceAll('-', '')}`, atMs: at, credentialId, secret: 'current', mode: 'live', method: 'GET',
     route: '/v1/properties/{propertyId}', path: `/v1/properties/${randomUUID()}`, queryParameters: i % 3 === 0 ? ['include'] : [],
     status, code: status === 404 ? 'PROPERTY_NOT_FOUND' : status === 429 ? 'RATE_LIMITED' : null, durationMs: 3.4, cache: status === 200 ? 'hit' : null,
     idempotencyKey: null, replayed: false, clientIp: '203.0.113.7', userAgent: 'acme-sync/2.1 (+https://acme.example.com)', traceId: randomUUID().replaceAll('-', ''),

@@ -8,6 +8,7 @@ import { entryOf } from '../request-log/entry.js'
 import type { RequestLogWriter } from '../request-log/writer.js'
 import { REQUEST_LOG_PATHS, type RoutePolicy } from '../routes/policy.js'
 import type { Tracing } from '../tracing/tracing.js'
+import { maybeQuoted, quoted } from '../json-string.js'
 
 // After every response: one log line (docs/operations.md, "Logs"), the request metrics and,
 // when tracing is on, the end of the request's server span. None ever sees a key. The line is
@@ -15,19 +16,6 @@ import type { Tracing } from '../tracing/tracing.js'
 // its fixed fields and to the logger's own destination: pino's generic serialiser, which walks
 // every field of every line, was a tenth of a cached request's CPU, and a compiled serialiser
 // (fast-json-stringify) still checked each field's type at run time (docs/performance.md).
-
-/** A character JSON must escape, or half of a surrogate pair (JSON.stringify escapes a lone one). */
-// eslint-disable-next-line no-control-regex -- the control characters are what JSON must escape
-const NEEDS_ESCAPE = /[\u0000-\u001f"\\\ud800-\udfff]/
-
-/** A string field as JSON: quoted as it is when nothing in it needs escaping (nearly always). */
-function quoted(value: string): string {
-  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`
-}
-
-function maybeQuoted(value: string | null): string {
-  return value === null ? 'null' : quoted(value)
-}
 
 /** The line, ending in a newline: the fields in the order pino's line has them. */
 export function serializeLine(line: RequestLine): string {

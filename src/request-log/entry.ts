@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { maybeQuoted, quoted } from '../json-string.js'
 
 // One entry of the request log (docs/partners.md, "The request log"): made after the answer
 // from what the request already knows (its route's policy, the problem's code, the cache's
@@ -26,6 +27,12 @@ export interface RequestLogEntry {
   userAgent: string | null
   traceId: string | null
 }
+
+/**
+ * An entry as the gateway holds it until it is written: the time it arrived as epoch ms (the
+ * score it is stored under), its ISO form made only in the JSON written (`entryJson`).
+ */
+export type RequestLogRecord = Omit<RequestLogEntry, 'at'> & { atMs: number }
 
 /** The fields of an entry in their documented order (the CSV export's columns). */
 export const ENTRY_FIELDS = [
@@ -88,7 +95,7 @@ export function ownerOf(request: FastifyRequest): { id: string; mode: 'live' | '
  * The entry of an answered request of `status` on the route `route` (its template, or null),
  * or null when no credential owns it.
  */
-export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now()): RequestLogEntry | null {
+export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now()): RequestLogRecord | null {
   const owner = ownerOf(request)
   if (owner === null) return null
   const elapsed = reply.elapsedTime
@@ -96,7 +103,8 @@ export function entryOf(request: FastifyRequest, reply: FastifyReply, status: nu
   const cache = request.cacheResult
   return {
     id: request.id,
-    at: new Date(now - elapsed).toISOString(),
+    // Whole ms, as the ISO time written has them.
+    atMs: Math.floor(now - elapsed),
     credentialId: owner.id,
     secret: owner.secret,
     mode: owner.mode,
@@ -114,4 +122,19 @@ export function entryOf(request: FastifyRequest, reply: FastifyReply, status: nu
     userAgent: typeof userAgent === 'string' ? userAgent.slice(0, MAX_USER_AGENT) : null,
     traceId: request.trace?.traceId ?? null,
   }
+}
+
+/**
+ * The JSON of an entry, as JSON.stringify writes the entry with its `at` in ISO form: its
+ * fields in their documented order, written by hand (a string quoted as it is unless it holds
+ * a character JSON escapes), which costs a fraction of the generic serialiser's walk.
+ */
+export function entryJson(record: RequestLogRecord): string {
+  let parameters = ''
+  for (const name of record.queryParameters) parameters += parameters === '' ? quoted(name) : `,${quoted(name)}`
+  return `{"id":${quoted(record.id)},"at":"${new Date(record.atMs).toISOString()}","credentialId":${quoted(record.credentialId)}`
+    + `,"secret":${maybeQuoted(record.secret)},"mode":${quoted(record.mode)},"method":${quoted(record.method)},"route":${maybeQuoted(record.route)}`
+    + `,"path":${quoted(record.path)},"queryParameters":[${parameters}],"status":${record.status},"code":${maybeQuoted(record.code)}`
+    + `,"durationMs":${record.durationMs},"cache":${maybeQuoted(record.cache)},"idempotencyKey":${maybeQuoted(record.idempotencyKey)}`
+    + `,"replayed":${record.replayed},"clientIp":${maybeQuoted(record.clientIp)},"userAgent":${maybeQuoted(record.userAgent)},"traceId":${maybeQuoted(record.traceId)}}`
 }

@@ -1,6 +1,6 @@
 import type { RedisClient } from '../redis.js'
-import type { RequestLogEntry } from './entry.js'
-import { filtersFields, indexLine, matchLine, type RequestLogFilters } from './filters.js'
+import { entryJson, type RequestLogEntry, type RequestLogRecord } from './entry.js'
+import { filtersFields, indexLine, type RequestLogFilters } from './filters.js'
 
 // Where the request log lives (docs/architecture.md, "The request log"). Per credential and
 // mode, two keys in one hash slot (the braces are literal: the credential id is the Cluster
@@ -14,20 +14,44 @@ import { filtersFields, indexLine, matchLine, type RequestLogFilters } from './f
 // one per day, so that it goes whole a retention after its day ends (docs/architecture.md §D80).
 
 const DAY_MS = 86_400_000
-/** Index lines read per call while a page with filters is looked for. */
-const SCAN_CHUNK = 5000
+/** Index lines a page's script reads per call while it walks a log for the filters. */
+const SCAN_CHUNK = 1000
 /** Entries read per call while an export is streamed: its memory is this many entries, whatever the window. */
 const EXPORT_CHUNK = 500
 
-// ARGV: cutoff (epoch ms: older goes), the most entries kept, when both keys expire, then per
-// entry its score, index line, id and JSON. Trimmed a thousand at a time (Lua's unpack has a bound).
-const WRITE = `
-local n = (#ARGV - 3) / 4
-for i = 0, n - 1 do
-  local at = 4 + i * 4
-  redis.call('ZADD', KEYS[1], ARGV[at], ARGV[at + 1])
-  redis.call('HSET', KEYS[2], ARGV[at + 2], ARGV[at + 3])
+// A batch goes to Redis as one argument per log, not four per entry: the client's encoding of
+// each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
+// log"). Its text, per entry: `<epoch ms> <index line>\n<JSON>\n`. Neither part can hold a
+// line break: the index line's fields hold none (filters.ts), and JSON escapes every control
+// character in its strings. The script splits it (a plain find, no pattern) into one ZADD and
+// one HSET per 500 entries (Lua's unpack has a bound).
+//
+// KEYS: the log's lines and entries; ARGV: cutoff (epoch ms: older goes), the most entries
+// kept, when both keys expire, the batch's text. Trimmed a thousand at a time.
+export const WRITE_SCRIPT = `
+local text = ARGV[4]
+local pos, size, n = 1, #text, 0
+local scores, fields = {}, {}
+local function flush()
+  if #scores == 0 then return end
+  redis.call('ZADD', KEYS[1], unpack(scores))
+  redis.call('HSET', KEYS[2], unpack(fields))
+  scores, fields = {}, {}
 end
+while pos <= size do
+  local space = string.find(text, ' ', pos, true)
+  local lineEnd = string.find(text, '\\n', space, true)
+  local jsonEnd = string.find(text, '\\n', lineEnd + 1, true)
+  local line = string.sub(text, space + 1, lineEnd - 1)
+  scores[#scores + 1] = string.sub(text, pos, space - 1)
+  scores[#scores + 1] = line
+  fields[#fields + 1] = string.match(line, '^[^ ]*')
+  fields[#fields + 1] = string.sub(text, lineEnd + 1, jsonEnd - 1)
+  n = n + 1
+  if #scores >= 1000 then flush() end
+  pos = jsonEnd + 1
+end
+flush()
 local function drop(lines)
   for i = 1, #lines do
     redis.call('HDEL', KEYS[2], string.match(lines[i], '^[^ ]+'))
@@ -50,6 +74,93 @@ redis.call('PEXPIREAT', KEYS[2], ARGV[3])
 return n
 `
 
+// A day's request id index, its fields in one argument too: per entry `<request id> <credential
+// id> <mode>\n` (none holds a line break, a request id no space). KEYS: the day's key; ARGV:
+// when it expires, the text.
+export const IDS_SCRIPT = `
+local text = ARGV[2]
+local pos, size = 1, #text
+local fields = {}
+while pos <= size do
+  local space = string.find(text, ' ', pos, true)
+  local lineEnd = string.find(text, '\\n', space, true)
+  fields[#fields + 1] = string.sub(text, pos, space - 1)
+  fields[#fields + 1] = string.sub(text, space + 1, lineEnd - 1)
+  if #fields >= 1000 then
+    redis.call('HSET', KEYS[1], unpack(fields))
+    fields = {}
+  end
+  pos = lineEnd + 1
+end
+if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+return 1
+`
+
+// A page with filters, found inside Redis (the gateway reads only the page's entries): walks
+// the window's index lines newest first, by rank a thousand at a time, and matches each as
+// matchLine does (filters.ts). KEYS: the log's lines and entries; ARGV: the window's max and min
+// (ZRANGEBYSCORE's form: '+inf' or '(<ms>', '-inf' or '(<ms>'), the offset, the page's size,
+// the status filter's kind ('', 'exact', 'class', 'errors') and its number, then the method,
+// code, route and Idempotency-Key filters, each '' when not sent or '=' and its value. Returns
+// the number of matches in all, then the page's entries' JSON.
+export const PAGE_SCRIPT = `
+local offset, perPage = tonumber(ARGV[3]), tonumber(ARGV[4])
+local kind, wanted = ARGV[5], tonumber(ARGV[6])
+local function filter(value)
+  if value == '' then return nil end
+  return string.sub(value, 2)
+end
+local method, code, route, key = filter(ARGV[7]), filter(ARGV[8]), filter(ARGV[9]), filter(ARGV[10])
+local above = 0
+if ARGV[1] ~= '+inf' then above = redis.call('ZCOUNT', KEYS[1], string.sub(ARGV[1], 2), '+inf') end
+local last = above + redis.call('ZCOUNT', KEYS[1], ARGV[2], ARGV[1]) - 1
+local total, ids = 0, {}
+local from = above
+while from <= last do
+  local to = math.min(from + ${SCAN_CHUNK - 1}, last)
+  local lines = redis.call('ZREVRANGE', KEYS[1], from, to)
+  for i = 1, #lines do
+    local id, statusText, m, c, r, k = string.match(lines[i], '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$')
+    local pass = id ~= nil
+    if pass and kind ~= '' then
+      -- As Number() reads it: '' is 0, what is not a number is NaN (nil), which no comparison passes.
+      local status = tonumber(statusText)
+      if statusText == '' then status = 0 end
+      if kind == 'exact' then pass = status == wanted
+      elseif kind == 'class' then pass = status ~= nil and math.floor(status / 100) == wanted
+      else pass = status == nil or status >= 400 end
+    end
+    if pass and method ~= nil and m ~= method then pass = false end
+    if pass and code ~= nil and c ~= code then pass = false end
+    if pass and route ~= nil and r ~= route then pass = false end
+    if pass and key ~= nil and k ~= key then pass = false end
+    if pass then
+      if total >= offset and #ids < perPage then ids[#ids + 1] = id end
+      total = total + 1
+    end
+  end
+  from = to + 1
+end
+local page = { total }
+if #ids > 0 then
+  local found = redis.call('HMGET', KEYS[2], unpack(ids))
+  for i = 1, #found do
+    if found[i] then page[#page + 1] = found[i] end
+  end
+end
+return page
+`
+
+type WriteCommand = (lines: string, entries: string, cutoff: number, max: number, expireAt: number, text: string) => Promise<number>
+type IdsCommand = (key: string, expireAt: number, text: string) => Promise<number>
+type PageCommand = (lines: string, entries: string, ...args: (string | number)[]) => Promise<[number, ...string[]]>
+
+/** A filter as the page's script takes it: '' when not sent, else '=' and its value (which may be empty). */
+function wanted(value: string | undefined): string {
+  return value === undefined ? '' : `=${value}`
+}
+
 export interface RetentionSettings {
   retentionDays: number
   maxPerCredential: number
@@ -63,9 +174,20 @@ export interface RequestLogPage {
 
 export class RequestLogStore {
   private readonly now: () => number
+  private readonly writeLog: WriteCommand
+  private readonly writeIds: IdsCommand
+  private readonly findPage: PageCommand
 
   constructor(private readonly redis: RedisClient, private readonly namespace: string, private readonly retention: RetentionSettings, now?: () => number) {
     this.now = now ?? Date.now
+    // defineCommand sends EVALSHA, loading each script once per connection.
+    redis.defineCommand('requestLogWrite', { numberOfKeys: 2, lua: WRITE_SCRIPT })
+    redis.defineCommand('requestLogIds', { numberOfKeys: 1, lua: IDS_SCRIPT })
+    redis.defineCommand('requestLogPage', { numberOfKeys: 2, lua: PAGE_SCRIPT })
+    const commands = redis as unknown as { requestLogWrite: WriteCommand; requestLogIds: IdsCommand; requestLogPage: PageCommand }
+    this.writeLog = commands.requestLogWrite.bind(redis)
+    this.writeIds = commands.requestLogIds.bind(redis)
+    this.findPage = commands.requestLogPage.bind(redis)
   }
 
   /** The day's key of the request id index (UTC). */
@@ -78,32 +200,27 @@ export class RequestLogStore {
     return [`${base}:lines`, `${base}:entries`]
   }
 
-  /** Writes entries (any credentials') and trims each credential's log; one script per credential and mode. */
-  async write(entries: readonly RequestLogEntry[]): Promise<void> {
-    const byLog = new Map<string, { keys: [string, string]; args: string[] }>()
-    const byDay = new Map<number, string[]>()
-    for (const entry of entries) {
-      const name = `${entry.credentialId} ${entry.mode}`
+  /** Writes entries (any credentials') and trims each credential's log; one script per credential and mode, one per day of the id index. */
+  async write(records: readonly RequestLogRecord[]): Promise<void> {
+    const byLog = new Map<string, { credentialId: string; mode: string; text: string }>()
+    const byDay = new Map<number, string>()
+    for (const record of records) {
+      const name = `${record.credentialId} ${record.mode}`
       let log = byLog.get(name)
-      if (log === undefined) byLog.set(name, log = { keys: this.keys(entry.credentialId, entry.mode), args: [] })
-      const at = Date.parse(entry.at)
-      log.args.push(String(at), indexLine(entry), entry.id, JSON.stringify(entry))
-      const day = Math.floor(at / DAY_MS)
-      let ids = byDay.get(day)
-      if (ids === undefined) byDay.set(day, ids = [])
-      ids.push(entry.id, name)
+      if (log === undefined) byLog.set(name, log = { credentialId: record.credentialId, mode: record.mode, text: '' })
+      log.text += `${record.atMs} ${indexLine(record)}\n${entryJson(record)}\n`
+      const day = Math.floor(record.atMs / DAY_MS)
+      byDay.set(day, `${byDay.get(day) ?? ''}${record.id} ${name}\n`)
     }
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    const head = [String(now - retentionMs), String(this.retention.maxPerCredential), String(now + retentionMs)]
     // The index's days live in other hash slots than the logs: written beside them, not in their script.
     await Promise.all([
-      ...[...byLog.values()].map(async ({ keys, args }) => this.redis.eval(WRITE, 2, ...keys, ...head, ...args)),
-      ...[...byDay.entries()].map(async ([day, ids]) => {
-        const key = this.idsKey(day * DAY_MS)
-        await this.redis.hset(key, ...ids)
-        await this.redis.pexpireat(key, (day + 1) * DAY_MS + retentionMs)
+      ...[...byLog.values()].map(async ({ credentialId, mode, text }) => {
+        const [lines, entries] = this.keys(credentialId, mode)
+        return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, text)
       }),
+      ...[...byDay.entries()].map(async ([day, text]) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, text)),
     ])
   }
 
@@ -157,29 +274,18 @@ export class RequestLogStore {
     const max = filters.createdBefore === undefined ? '+inf' : `(${filters.createdBefore}`
     const min = filters.createdAfter === undefined ? '-inf' : `(${filters.createdAfter}`
     const offset = (page - 1) * perPage
-    let ids: string[]
-    let total: number
-    if (!filtersFields(filters)) {
-      const [count, found] = await Promise.all([
-        this.redis.zcount(lines, min, max),
-        this.redis.zrevrangebyscore(lines, max, min, 'LIMIT', offset, perPage),
-      ])
-      total = count
-      ids = found.map((line) => line.slice(0, line.indexOf(' ')))
-    } else {
-      ids = []
-      total = 0
-      for (let from = 0; ; from += SCAN_CHUNK) {
-        const chunk = await this.redis.zrevrangebyscore(lines, max, min, 'LIMIT', from, SCAN_CHUNK)
-        for (const line of chunk) {
-          const id = matchLine(line, filters)
-          if (id === undefined) continue
-          if (total >= offset && ids.length < perPage) ids.push(id)
-          total += 1
-        }
-        if (chunk.length < SCAN_CHUNK) break
-      }
+    if (filtersFields(filters)) {
+      const status = filters.status
+      const [total, ...found] = await this.findPage(lines, entries, max, min, offset, perPage,
+        status?.kind ?? '', status === undefined ? 0 : status.kind === 'exact' ? status.status : status.kind === 'class' ? status.first : 0,
+        wanted(filters.method), wanted(filters.code), wanted(filters.route), wanted(filters.idempotencyKey))
+      return { json: `[${found.join(',')}]`, total }
     }
+    const [total, onPage] = await Promise.all([
+      this.redis.zcount(lines, min, max),
+      this.redis.zrevrangebyscore(lines, max, min, 'LIMIT', offset, perPage),
+    ])
+    const ids = onPage.map((line) => line.slice(0, line.indexOf(' ')))
     if (ids.length === 0) return { json: '[]', total }
     const found = await this.redis.hmget(entries, ...ids)
     return { json: `[${found.filter((json): json is string => json !== null).join(',')}]`, total }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { RequestLogEntry } from './entry.js'
+import type { RequestLogRecord } from './entry.js'
 
 // The buffered writer of one instance (docs/architecture.md, "The request log"): `add` runs
 // after an answer and costs an array push; writes go to Redis in batches, on a timer and every
@@ -13,7 +13,7 @@ export const BATCH = 500
 export type DropReason = 'buffer_full' | 'redis'
 
 export interface RequestLogSink {
-  write(entries: readonly RequestLogEntry[]): Promise<void>
+  write(entries: readonly RequestLogRecord[]): Promise<void>
 }
 
 export interface RequestLogWriterOptions {
@@ -28,7 +28,7 @@ export interface RequestLogWriterOptions {
 }
 
 export class RequestLogWriter {
-  private buffer: RequestLogEntry[] = []
+  private buffer: RequestLogRecord[] = []
   private timer: NodeJS.Timeout | undefined
   private flushing: Promise<void> | undefined
   private failing = false
@@ -56,7 +56,7 @@ export class RequestLogWriter {
   }
 
   /** Keeps one entry for the next write; never throws, never waits. */
-  add(entry: RequestLogEntry): void {
+  add(entry: RequestLogRecord): void {
     if (this.options.available !== undefined && !this.options.available()) return this.drop('redis', 1)
     if (this.buffer.length >= this.options.bufferMax) return this.drop('buffer_full', 1)
     this.buffer.push(entry)

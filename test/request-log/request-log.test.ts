@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RedisKeyStore } from '../../src/keys/store.js'
-import type { RequestLogEntry } from '../../src/request-log/entry.js'
+import type { RequestLogRecord } from '../../src/request-log/entry.js'
 import { RequestLogStore } from '../../src/request-log/store.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { eventually, keysUnder, PrivateRedis, REDIS_URL } from '../helpers/redis.js'
@@ -238,8 +238,8 @@ describe('retention', () => {
   it('drops entries older than retentionDays at the next write', async () => {
     let now = Date.now()
     const log = new RequestLogStore(redis, t.prefix, { retentionDays: 1, maxPerCredential: 10 }, () => now)
-    const entry = (id: string, at: number): RequestLogEntry => ({
-      id, at: new Date(at).toISOString(), credentialId: 'key_aged', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
+    const entry = (id: string, at: number): RequestLogRecord => ({
+      id, atMs: at, credentialId: 'key_aged', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
       queryParameters: [], status: 200, code: null, durationMs: 1.5, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: 'x/1', traceId: null,
     })
     await log.write([entry('req_old', now - 60_000), entry('req_new', now)])

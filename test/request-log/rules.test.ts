@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { createLogger } from '../../src/logger.js'
 import { Writable } from 'node:stream'
 import { ApiError } from '../../src/contract/errors.js'
-import { pathOf, queryNamesOf, tenths, type RequestLogEntry } from '../../src/request-log/entry.js'
+import { pathOf, queryNamesOf, tenths, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { distance, filtersOf, indexLine, matchLine, nearest } from '../../src/request-log/filters.js'
 import { BATCH, RequestLogWriter } from '../../src/request-log/writer.js'
 
@@ -11,9 +11,9 @@ import { BATCH, RequestLogWriter } from '../../src/request-log/writer.js'
 
 const ROUTES = ['/v1/properties', '/v1/properties/{propertyId}', '/v1/events']
 
-function entry(id: string, fields: Partial<RequestLogEntry> = {}): RequestLogEntry {
+function entry(id: string, fields: Partial<RequestLogRecord> = {}): RequestLogRecord {
   return {
-    id, at: '2026-11-28T09:14:03.512Z', credentialId: 'key_a', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
+    id, atMs: Date.UTC(2026, 10, 28, 9, 14, 3, 512), credentialId: 'key_a', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
     queryParameters: [], status: 200, code: null, durationMs: 1, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: null, traceId: null, ...fields,
   }
 }
@@ -136,7 +136,7 @@ describe('the writer', () => {
     writer.add(entry('last'))
     await writer.flush()
     expect(sizes).toEqual([500])
-    for (let i = 0; i < 1200; i += 1) (writer as unknown as { buffer: RequestLogEntry[] }).buffer.push(entry(`s${i}`))
+    for (let i = 0; i < 1200; i += 1) (writer as unknown as { buffer: RequestLogRecord[] }).buffer.push(entry(`s${i}`))
     await writer.flush()
     expect(sizes).toEqual([500, 500, 500, 200])
   })

@@ -1,0 +1,127 @@
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, it } from 'vitest'
+import { entryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
+import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
+import { RequestLogStore } from '../../src/request-log/store.js'
+import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+
+// The request log's store over real Redis, without a gateway: a batch goes as one argument
+// per log that a script splits, so each entry must come back as it went, whatever its fields
+// hold; and a page with filters is found by a script, which must pick what matchLine picks.
+
+const redis = new Redis(REDIS_URL)
+const prefix = testPrefix()
+const NOW = Date.UTC(2026, 10, 29, 12, 0, 0, 0)
+
+afterAll(async () => {
+  await removePrefix(redis, prefix)
+  redis.disconnect()
+})
+
+function record(id: string, fields: Partial<RequestLogRecord> = {}): RequestLogRecord {
+  return {
+    id, atMs: NOW, credentialId: 'key_store', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
+    queryParameters: [], status: 200, code: null, durationMs: 1.5, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: 'x/1', traceId: null, ...fields,
+  }
+}
+
+/** The entry as a reader sees it: every field, its time in ISO form. */
+function seen(r: RequestLogRecord): Record<string, unknown> {
+  const { atMs, id, ...rest } = r
+  return { id, at: new Date(atMs).toISOString(), ...rest }
+}
+
+const ODD: RequestLogRecord[] = [
+  record('req_plain'),
+  record('req_quotes', { userAgent: 'say "hi" \\ back\\slash', path: '/v1/properties/"x"', queryParameters: ['a "b"', 'c\\d'] }),
+  record('req_lines', { userAgent: 'line one\nline two\r\n\ttabbed \u0000 \u001f end', queryParameters: ['new\nline'] }),
+  record('req_unicode', { userAgent: 'Zürich 東京 🚀 \u2028 \u2029', path: '/v1/properties/caf\u00e9', clientIp: '::ffff:203.0.113.7' }),
+  record('req_surrogate', { userAgent: 'lone \ud800 high and \udc00 low', queryParameters: ['\ud83d'] }),
+  record('req_spaces', { userAgent: '  spaced  out  ', path: '/v1/properties/a b', queryParameters: ['a b', ' '], secret: null, cache: 'hit', replayed: true,
+    code: 'PROPERTY_NOT_FOUND', status: 404, idempotencyKey: 'k-1', traceId: '4bf92f3577b34da6a3ce929d0e0e4736', durationMs: 0, route: null }),
+  record('req_empty', { path: '', clientIp: null, userAgent: null, durationMs: 1234.5, atMs: NOW - 1 }),
+]
+
+describe('an entry written by hand', () => {
+  it('is the JSON the generic serialiser writes of it, whatever its strings hold', () => {
+    for (const r of ODD) expect(entryJson(r)).toBe(JSON.stringify(seen(r)))
+  })
+})
+
+describe('a batch written as one argument per log', () => {
+  it('comes back entry by entry as it went, for each credential and mode, and found by its request id', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 100 }, () => NOW)
+    const others = [record('req_other_test', { mode: 'test' }), record('req_other_key', { credentialId: 'key_other', userAgent: 'ü\n"' })]
+    await store.write([...ODD, ...others])
+    for (const r of [...ODD, ...others]) {
+      const json = await store.get(r.credentialId, r.mode, r.id)
+      expect(JSON.parse(json ?? 'null')).toEqual(seen(r))
+      expect(JSON.parse(await store.find(r.id) ?? 'null')).toEqual(seen(r))
+    }
+    const page = await store.list('key_store', 'live', {}, 1, 50)
+    expect(page.total).toBe(ODD.length)
+    expect((JSON.parse(page.json) as { id: string }[]).map((e) => e.id).sort()).toEqual(ODD.map((r) => r.id).sort())
+    expect(await store.get('key_store', 'test', 'req_plain')).toBeUndefined()
+    expect(await store.get('key_other', 'live', 'req_other_key')).toBe(entryJson(others[1] as RequestLogRecord))
+    // One export's chunk parses to what was written.
+    const exported: unknown[] = []
+    for await (const chunk of store.entries('key_store', 'live', undefined, NOW + 1)) exported.push(...chunk)
+    expect(exported).toHaveLength(ODD.length)
+    expect(exported).toContainEqual(seen(ODD[2] as RequestLogRecord))
+  })
+
+  it('writes more entries of one log than one call of the script takes at once', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 2000 }, () => NOW)
+    const many = Array.from({ length: 1200 }, (_, i) => record(`req_many_${i}`, { credentialId: 'key_many', atMs: NOW - 1200 + i }))
+    await store.write(many)
+    const page = await store.list('key_many', 'live', {}, 1, 3)
+    expect([page.total, (JSON.parse(page.json) as { id: string }[]).map((e) => e.id)]).toEqual([1200, ['req_many_1199', 'req_many_1198', 'req_many_1197']])
+    expect(await store.find('req_many_0')).toBe(entryJson(many[0] as RequestLogRecord))
+  })
+})
+
+describe('a page with filters, found in Redis', () => {
+  const statuses = [200, 201, 204, 304, 400, 401, 404, 404, 409, 429, 499, 500, 502, 503]
+  const methods = ['GET', 'POST', 'DELETE']
+  const codes = [null, 'PROPERTY_NOT_FOUND', 'RATE_LIMITED']
+  const routes = [null, '/v1/properties', '/v1/properties/{propertyId}']
+  const keys = [null, 'k-1', 'k-2']
+  const records = Array.from({ length: 120 }, (_, i) => record(`req_f${String(i).padStart(3, '0')}`, {
+    credentialId: 'key_filters', atMs: NOW - 10_000 + Math.floor(i / 3) * 10, status: statuses[i % statuses.length] as number,
+    method: methods[i % methods.length] as string, code: codes[i % codes.length] as string | null, route: routes[(i >> 1) % routes.length] as string | null,
+    idempotencyKey: keys[(i >> 2) % keys.length] as string | null,
+  }))
+  /** What the gateway's own matching picks, newest first (ties by line, as the sorted set orders them). */
+  function expected(filters: RequestLogFilters, page: number, perPage: number): [number, string[]] {
+    const inWindow = records
+      .filter((r) => (filters.createdAfter === undefined || r.atMs > filters.createdAfter) && (filters.createdBefore === undefined || r.atMs < filters.createdBefore))
+      .map((r) => [r.atMs, indexLine(r)] as const)
+      .sort((a, b) => b[0] - a[0] || (a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : 0))
+    const ids = inWindow.map(([, line]) => matchLine(line, filters)).filter((id): id is string => id !== undefined)
+    return [ids.length, ids.slice((page - 1) * perPage, page * perPage)]
+  }
+  const cases: [string, RequestLogFilters][] = [
+    ['an exact status', { status: { kind: 'exact', status: 404 } }],
+    ['a status nobody has', { status: { kind: 'exact', status: 418 } }],
+    ['a class', { status: { kind: 'class', first: 4 } }],
+    ['the 2xx class', { status: { kind: 'class', first: 2 } }],
+    ['errors', { status: { kind: 'errors' } }],
+    ['a method', { method: 'POST' }],
+    ['a code', { code: 'RATE_LIMITED' }],
+    ['a route', { route: '/v1/properties/{propertyId}' }],
+    ['an Idempotency-Key', { idempotencyKey: 'k-2' }],
+    ['every filter at once', { status: { kind: 'errors' }, method: 'GET', code: 'PROPERTY_NOT_FOUND', route: '/v1/properties', idempotencyKey: 'k-1' }],
+    ['a filter within a window', { status: { kind: 'class', first: 5 }, createdAfter: NOW - 9000, createdBefore: NOW - 2000 }],
+    ['a filter with a window at a shared instant', { method: 'GET', createdAfter: NOW - 9610, createdBefore: NOW - 9590 }],
+  ]
+
+  it.each(cases)('picks what matchLine picks: %s, every page', async (_name, filters) => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    if ((await store.count('key_filters', 'live', undefined, undefined)) === 0) await store.write(records)
+    for (const [page, perPage] of [[1, 5], [2, 5], [3, 7], [1, 100], [40, 5]] as const) {
+      const found = await store.list('key_filters', 'live', filters, page, perPage)
+      const [total, ids] = expected(filters, page, perPage)
+      expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], `page ${page} of ${perPage}`).toEqual([total, ids])
+    }
+  })
+})
