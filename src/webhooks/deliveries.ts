@@ -503,17 +503,17 @@ export class Deliveries {
       span.end()
     }
     logger.info({ eventId, endpointId: endpoint.id, attempt: attempt.attempt, outcome, status, durationMs, ...(failure === undefined ? {} : { reason: (failure as Error).message }) }, 'webhook attempt')
-    await store.recordAttempt(endpoint.id, attempt)
     // The bookkeeping changes the endpoint as it is now, and only if its partner has not changed it since the attempt began.
     const facts: AttemptFacts = { url: endpoint.url, started, ended }
     if (outcome === 'delivered') {
-      await store.update(endpoint.id, afterSuccess)
-      if (job.data.kind !== 'test') {
-        await this.recoveries?.store.recordDelivered(endpoint.id, job.data.ulid, ended, this.retentionMs)
-          .catch((error: unknown) => logger.warn({ err: error, eventId, endpointId: endpoint.id }, 'delivery not written as received: a recovery of failed events would send it again'))
-      }
+      // The attempt, that its event was received (a recovery of failed events leaves it out), and the record as it is now, in one round trip.
+      const received = job.data.kind === 'test' ? undefined : this.recoveries?.store.received(endpoint.id, job.data.ulid, ended, this.retentionMs)
+      const current = await store.recordDelivered(endpoint.id, attempt, received)
+      // Written only when it was failing (the record as just read says so): the change is made again on the record as it is then.
+      if (current !== undefined && afterSuccess(current) !== undefined) await store.update(endpoint.id, afterSuccess)
       return outcome
     }
+    await store.recordAttempt(endpoint.id, attempt)
     if (outcome === 'gone') {
       await store.update(endpoint.id, (record) => afterGone(record, facts))
       throw new UnrecoverableError('the endpoint answered 410 Gone')

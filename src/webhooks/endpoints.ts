@@ -183,14 +183,42 @@ if admitted > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
 return admitted
 `
 
+// KEYS ep, att, received; ARGV id, attempt, kept, ttl ms, the event's time, its ulid, forget
+// before, received ttl ms. A delivered attempt, and that its event was received (recoveries.ts:
+// what a recovery of failed events leaves out), in one call; only while the endpoint exists.
+// The endpoint's record as it is now (nil when gone), so that its bookkeeping needs no read.
+const RECORD_DELIVERED_SCRIPT = `
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+if not record then return false end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+if KEYS[3] ~= '' then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ARGV[8])
+end
+return record
+`
+
 type CreateCommand = (ep: string, cred: string, part: string, id: string, record: string, max: number, score: number) => Promise<number>
 type CompareAndSetCommand = (ep: string, id: string, expected: string, next: string) => Promise<number>
 type RemoveCommand = (ep: string, cred: string, part: string, att: string, slot: string, park: string, manual: string, tests: string, id: string) => Promise<string[]>
 type RecordAttemptCommand = (ep: string, att: string, id: string, attempt: string, kept: number, ttlMs: number) => Promise<number>
+type RecordDeliveredCommand = (ep: string, att: string, received: string, id: string, attempt: string, kept: number, ttlMs: number, at: number, ulid: string, forgetBefore: number, receivedTtlMs: number) => Promise<string | null>
 type RecordTestCommand = (ep: string, tests: string, id: string, eventId: string, at: number, kept: number, ttlMs: number) => Promise<number>
 type AcquireCommand = (slot: string, park: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number) => Promise<[number, ...string[]]>
 type ReleaseCommand = (slot: string, park: string, holder: string, now: number, until: number, limit: number) => Promise<string[]>
 type AdmitManualCommand = (ep: string, manual: string, id: string, now: number, forgetBefore: number, max: number, ttlMs: number, ...jobIds: string[]) => Promise<number>
+
+/** That an endpoint received an event, as recoveries.ts keeps it: in `key`, `ulid` at `at` ms; what is before `forgetBefore` goes; kept `ttlMs`. */
+export interface Received {
+  key: string
+  at: number
+  ulid: string
+  forgetBefore: number
+  ttlMs: number
+}
 
 /** A lease asked for: taken (with the parked deliveries it handed free leases to), or parked. */
 export interface Acquired {
@@ -204,6 +232,7 @@ export class EndpointStore {
   private readonly ulids = new UlidFactory()
   private readonly commands: {
     create: CreateCommand; compareAndSet: CompareAndSetCommand; remove: RemoveCommand; recordAttempt: RecordAttemptCommand; recordTest: RecordTestCommand
+    recordDelivered: RecordDeliveredCommand
     acquire: AcquireCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
   }
 
@@ -211,6 +240,7 @@ export class EndpointStore {
     this.base = `${namespace}{webhooks}:`
     const scripts = {
       create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [8, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT], recordTest: [2, RECORD_TEST_SCRIPT],
+      recordDelivered: [3, RECORD_DELIVERED_SCRIPT],
       acquire: [2, ACQUIRE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
     } as const
     const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
@@ -321,6 +351,19 @@ export class EndpointStore {
 
   async recordAttempt(endpointId: string, attempt: Attempt): Promise<void> {
     await this.commands.recordAttempt(this.ep, this.att(endpointId), endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS)
+  }
+
+  /**
+   * Records a delivered attempt and, with `received`, that the endpoint received its event (a
+   * key of recoveries.ts, trimmed to the retention), in one round trip. The endpoint's record
+   * as it is after; undefined when it is gone (nothing is written then).
+   */
+  async recordDelivered(endpointId: string, attempt: Attempt, received?: Received): Promise<EndpointRecord | undefined> {
+    const json = await this.commands.recordDelivered(
+      this.ep, this.att(endpointId), received?.key ?? '', endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS,
+      received?.at ?? 0, received?.ulid ?? '', received?.forgetBefore ?? 0, received?.ttlMs ?? 0,
+    )
+    return json === null ? undefined : JSON.parse(json) as EndpointRecord
   }
 
   /**

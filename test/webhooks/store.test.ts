@@ -311,6 +311,27 @@ describe('recoveries', () => {
   const all = { since: T0 - DAY, until: T0, include: 'all' as const }
   const failedOnly = { ...all, include: 'failed' as const }
 
+  it('writes a delivered attempt and its event as received in one call, only while the endpoint exists, and answers its record', async () => {
+    const { endpoints, store, base } = setup()
+    const [e1, e2, e3] = events(3, T0 - 10_000) as [string, string, string]
+    await store.recordDue([e1, e2, e3].map((ulid) => ({ endpointId: 'we_A', ulid })), T0, DAY)
+    expect(await endpoints.recordDelivered('we_A', attempt(1, T0), store.received('we_A', e2, T0, DAY))).toBeUndefined()
+    expect(await redis.exists(`${base}att:we_A`, `${base}ok:we_A`)).toBe(0)
+    const record = endpoint('we_A', { failingSince: T0 - 5000 })
+    await endpoints.create(record, 10)
+    expect(await endpoints.recordDelivered('we_A', attempt(2, T0), store.received('we_A', e2, T0, DAY))).toEqual(record)
+    // A test event is in no log: its attempt is written, nothing is received.
+    expect(await endpoints.recordDelivered('we_A', attempt(3, T0))).toEqual(record)
+    expect(await endpoints.attempts('we_A', T0)).toEqual([attempt(3, T0), attempt(2, T0)])
+    expect(await store.select('we_A', { since: T0 - DAY, until: T0, include: 'failed' }, 10)).toEqual([e1, e3])
+    const ttl = await redis.pttl(`${base}ok:we_A`)
+    expect(ttl).toBeGreaterThan(DAY - 60_000)
+    expect(ttl).toBeLessThanOrEqual(DAY)
+    // What is past the retention goes when the next one is written.
+    await endpoints.recordDelivered('we_A', attempt(4, T0 + DAY), store.received('we_A', e3, T0 + DAY - 8500, DAY))
+    expect(await redis.zrange(`${base}ok:we_A`, '0', '-1')).toEqual([e3])
+  })
+
   it('chooses the events of the range the endpoint was due: all, or those it did not receive, oldest first; none past the bound', async () => {
     const { store, base } = setup()
     const [e1, e2, e3, e4] = events(4, T0 - 10_000) as [string, string, string, string]
