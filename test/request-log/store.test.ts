@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { entryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
+import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
 import { RequestLogStore } from '../../src/request-log/store.js'
 import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
@@ -46,6 +46,11 @@ describe('an entry written by hand', () => {
   it('is the JSON the generic serialiser writes of it, whatever its strings hold', () => {
     for (const r of ODD) expect(entryJson(r)).toBe(JSON.stringify(seen(r)))
   })
+
+  it('is made again whole from what Redis keeps of it, its credential and mode from the log', () => {
+    for (const r of ODD) expect(storedEntryJson(storedEntry(r), r.credentialId, r.mode)).toBe(JSON.stringify(seen(r)))
+    expect(storedEntryJson(storedEntry(record('req_test', { mode: 'test' })), 'key_store', 'test')).toBe(JSON.stringify(seen(record('req_test', { mode: 'test' }))))
+  })
 })
 
 describe('a batch written as one argument per log', () => {
@@ -68,6 +73,17 @@ describe('a batch written as one argument per log', () => {
     for await (const chunk of store.entries('key_store', 'live', undefined, NOW + 1)) exported.push(...chunk)
     expect(exported).toHaveLength(ODD.length)
     expect(exported).toContainEqual(seen(ODD[2] as RequestLogRecord))
+  })
+
+  it('reads an entry kept whole as JSON, as entries were kept before, as it is', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 100 }, () => NOW)
+    const old = record('req_kept_whole', { credentialId: 'key_whole' })
+    await redis.zadd(`${prefix}reqlog:{key_whole}:live:lines`, NOW, indexLine(old))
+    await redis.hset(`${prefix}reqlog:{key_whole}:live:entries`, old.id, JSON.stringify(seen(old)))
+    await store.write([record('req_after', { credentialId: 'key_whole', atMs: NOW + 1 })])
+    expect(JSON.parse(await store.get('key_whole', 'live', old.id) ?? 'null')).toEqual(seen(old))
+    const page = await store.list('key_whole', 'live', { status: { kind: 'exact', status: 200 } }, 1, 10)
+    expect([page.total, JSON.parse(page.json)]).toEqual([2, [seen(record('req_after', { credentialId: 'key_whole', atMs: NOW + 1 })), seen(old)]])
   })
 
   it('writes more entries of one log than one call of the script takes at once', async () => {
