@@ -138,3 +138,34 @@ export function entryJson(record: RequestLogRecord): string {
     + `,"durationMs":${record.durationMs},"cache":${maybeQuoted(record.cache)},"idempotencyKey":${maybeQuoted(record.idempotencyKey)}`
     + `,"replayed":${record.replayed},"clientIp":${maybeQuoted(record.clientIp)},"userAgent":${maybeQuoted(record.userAgent)},"traceId":${maybeQuoted(record.traceId)}}`
 }
+
+/**
+ * What Redis keeps of an entry: its fields as a JSON array, without their names, its time as
+ * epoch ms, and without its credential and mode, which the log's key names. About half the
+ * bytes of its JSON, which a write sends and Redis holds (docs/performance.md); a reader makes
+ * the JSON again (`storedEntryJson`).
+ */
+export function storedEntry(record: RequestLogRecord): string {
+  let parameters = ''
+  for (const name of record.queryParameters) parameters += parameters === '' ? quoted(name) : `,${quoted(name)}`
+  return `[${quoted(record.id)},${record.atMs},${maybeQuoted(record.secret)},${quoted(record.method)},${maybeQuoted(record.route)},${quoted(record.path)}`
+    + `,[${parameters}],${record.status},${maybeQuoted(record.code)},${record.durationMs},${maybeQuoted(record.cache)},${maybeQuoted(record.idempotencyKey)}`
+    + `,${record.replayed},${maybeQuoted(record.clientIp)},${maybeQuoted(record.userAgent)},${maybeQuoted(record.traceId)}]`
+}
+
+type StoredFields = [string, number, RequestLogRecord['secret'], string, string | null, string, string[], number, string | null, number,
+  RequestLogRecord['cache'], string | null, boolean, string | null, string | null, string | null]
+
+/** The entry Redis keeps for the log of `credentialId` and `mode`, as the gateway held it. */
+export function storedRecord(stored: string, credentialId: string, mode: string): RequestLogRecord {
+  const [id, atMs, secret, method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey, replayed, clientIp, userAgent, traceId] = JSON.parse(stored) as StoredFields
+  return {
+    id, atMs, credentialId, secret, mode: mode as RequestLogRecord['mode'], method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey,
+    replayed, clientIp, userAgent, traceId,
+  }
+}
+
+/** The JSON of an entry Redis keeps (an entry kept whole as JSON, as before this form, as it is). */
+export function storedEntryJson(stored: string, credentialId: string, mode: string): string {
+  return stored.startsWith('{') ? stored : entryJson(storedRecord(stored, credentialId, mode))
+}

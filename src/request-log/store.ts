@@ -1,12 +1,12 @@
 import type { RedisClient } from '../redis.js'
-import { entryJson, type RequestLogEntry, type RequestLogRecord } from './entry.js'
+import { storedEntry, storedEntryJson, type RequestLogEntry, type RequestLogRecord } from './entry.js'
 import { filtersFields, indexLine, type RequestLogFilters } from './filters.js'
 
 // Where the request log lives (docs/architecture.md, "The request log"). Per credential and
 // mode, two keys in one hash slot (the braces are literal: the credential id is the Cluster
 // hash tag, so one script writes and trims both):
 //   {ns}reqlog:{id}:{mode}:lines    ZSET   an index line per entry (filters.ts) -> epoch ms of its arrival
-//   {ns}reqlog:{id}:{mode}:entries  HASH   request id -> the entry's JSON
+//   {ns}reqlog:{id}:{mode}:entries  HASH   request id -> the entry's fields as a JSON array (entry.ts, storedEntry)
 // A write adds a batch's entries and trims, in the same script, those older than the
 // retention and the oldest beyond the count; both keys expire a retention after the last write.
 // Beside them, for the admin port's look-up of a request id whatever its credential:
@@ -21,10 +21,10 @@ const EXPORT_CHUNK = 500
 
 // A batch goes to Redis as one argument per log, not four per entry: the client's encoding of
 // each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
-// log"). Its text, per entry: `<epoch ms> <index line>\n<JSON>\n`. Neither part can hold a
-// line break: the index line's fields hold none (filters.ts), and JSON escapes every control
-// character in its strings. The script splits it (a plain find, no pattern) into one ZADD and
-// one HSET per 500 entries (Lua's unpack has a bound).
+// log"). Its text, per entry: `<epoch ms> <index line>\n<stored entry>\n`. Neither part can
+// hold a line break: the index line's fields hold none (filters.ts), and the stored entry is
+// JSON, which escapes every control character in its strings. The script splits it (a plain
+// find, no pattern) into one ZADD and one HSET per 500 entries (Lua's unpack has a bound).
 //
 // KEYS: the log's lines and entries; ARGV: cutoff (epoch ms: older goes), the most entries
 // kept, when both keys expire, the batch's text. Trimmed a thousand at a time.
@@ -103,10 +103,11 @@ return 1
 // (ZRANGEBYSCORE's form: '+inf' or '(<ms>', '-inf' or '(<ms>'), the offset, the page's size,
 // the status filter's kind ('', 'exact', 'class', 'errors') and its number, then the method,
 // code, route and Idempotency-Key filters, each '' when not sent or '=' and its value. Returns
-// the number of matches in all, then the page's entries' JSON.
+// the number of matches in all, then the page's stored entries.
 export const PAGE_SCRIPT = `
 local offset, perPage = tonumber(ARGV[3]), tonumber(ARGV[4])
-local kind, wanted = ARGV[5], tonumber(ARGV[6])
+local kind, wantedText = ARGV[5], ARGV[6]
+local wanted = tonumber(wantedText)
 local function filter(value)
   if value == '' then return nil end
   return string.sub(value, 2)
@@ -121,8 +122,27 @@ while from <= last do
   local to = math.min(from + ${SCAN_CHUNK - 1}, last)
   local lines = redis.call('ZREVRANGE', KEYS[1], from, to)
   for i = 1, #lines do
-    local id, statusText, m, c, r, k = string.match(lines[i], '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$')
-    local pass = id ~= nil
+    local line = lines[i]
+    -- Cheap refusals first, sound for any line (a line they refuse matchLine refuses too): the
+    -- status field alone, and a plain find of ' <value> ' for the filters of the middle fields.
+    local pass = true
+    if kind == 'exact' then
+      local first = string.match(line, '^[^ ]* ([^ ]*) ')
+      if first == nil then pass = false
+      elseif first ~= wantedText then
+        local status = tonumber(first)
+        if first == '' then status = 0 end
+        if status ~= wanted then pass = false end
+      end
+    end
+    if pass and method ~= nil and not string.find(line, ' ' .. method .. ' ', 1, true) then pass = false end
+    if pass and code ~= nil and not string.find(line, ' ' .. code .. ' ', 1, true) then pass = false end
+    if pass and route ~= nil and not string.find(line, ' ' .. route .. ' ', 1, true) then pass = false end
+    local id, statusText, m, c, r, k
+    if pass then
+      id, statusText, m, c, r, k = string.match(line, '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$')
+      pass = id ~= nil
+    end
     if pass and kind ~= '' then
       -- As Number() reads it: '' is 0, what is not a number is NaN (nil), which no comparison passes.
       local status = tonumber(statusText)
@@ -152,8 +172,8 @@ end
 return page
 `
 
-type WriteCommand = (lines: string, entries: string, cutoff: number, max: number, expireAt: number, text: string) => Promise<number>
-type IdsCommand = (key: string, expireAt: number, text: string) => Promise<number>
+type WriteCommand = (lines: string, entries: string, cutoff: number, max: number, expireAt: number, text: Buffer) => Promise<number>
+type IdsCommand = (key: string, expireAt: number, text: Buffer) => Promise<number>
 type PageCommand = (lines: string, entries: string, ...args: (string | number)[]) => Promise<[number, ...string[]]>
 
 /** A filter as the page's script takes it: '' when not sent, else '=' and its value (which may be empty). */
@@ -208,19 +228,21 @@ export class RequestLogStore {
       const name = `${record.credentialId} ${record.mode}`
       let log = byLog.get(name)
       if (log === undefined) byLog.set(name, log = { credentialId: record.credentialId, mode: record.mode, text: '' })
-      log.text += `${record.atMs} ${indexLine(record)}\n${entryJson(record)}\n`
+      log.text += `${record.atMs} ${indexLine(record)}\n${storedEntry(record)}\n`
       const day = Math.floor(record.atMs / DAY_MS)
       byDay.set(day, `${byDay.get(day) ?? ''}${record.id} ${name}\n`)
     }
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    // The index's days live in other hash slots than the logs: written beside them, not in their script.
+    // The index's days live in other hash slots than the logs: written beside them, not in their
+    // script. Each text is sent as bytes: the client writes a Buffer as it is, where a string
+    // argument costs it a measure of its length and a copy into the command's text first.
     await Promise.all([
       ...[...byLog.values()].map(async ({ credentialId, mode, text }) => {
         const [lines, entries] = this.keys(credentialId, mode)
-        return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, text)
+        return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, Buffer.from(text))
       }),
-      ...[...byDay.entries()].map(async ([day, text]) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, text)),
+      ...[...byDay.entries()].map(async ([day, text]) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, Buffer.from(text))),
     ])
   }
 
@@ -262,7 +284,7 @@ export class RequestLogStore {
       const chunk = await this.redis.zrevrangebyscore(lines, `(${before}`, min, 'LIMIT', from, EXPORT_CHUNK)
       if (chunk.length > 0) {
         const found = await this.redis.hmget(entries, ...chunk.map((line) => line.slice(0, line.indexOf(' '))))
-        yield found.filter((json): json is string => json !== null).map((json) => JSON.parse(json) as RequestLogEntry)
+        yield found.filter((stored): stored is string => stored !== null).map((stored) => JSON.parse(storedEntryJson(stored, credentialId, mode)) as RequestLogEntry)
       }
       if (chunk.length < EXPORT_CHUNK) return
     }
@@ -279,7 +301,7 @@ export class RequestLogStore {
       const [total, ...found] = await this.findPage(lines, entries, max, min, offset, perPage,
         status?.kind ?? '', status === undefined ? 0 : status.kind === 'exact' ? status.status : status.kind === 'class' ? status.first : 0,
         wanted(filters.method), wanted(filters.code), wanted(filters.route), wanted(filters.idempotencyKey))
-      return { json: `[${found.join(',')}]`, total }
+      return { json: `[${found.map((stored) => storedEntryJson(stored, credentialId, mode)).join(',')}]`, total }
     }
     const [total, onPage] = await Promise.all([
       this.redis.zcount(lines, min, max),
@@ -288,12 +310,13 @@ export class RequestLogStore {
     const ids = onPage.map((line) => line.slice(0, line.indexOf(' ')))
     if (ids.length === 0) return { json: '[]', total }
     const found = await this.redis.hmget(entries, ...ids)
-    return { json: `[${found.filter((json): json is string => json !== null).join(',')}]`, total }
+    return { json: `[${found.filter((stored): stored is string => stored !== null).map((stored) => storedEntryJson(stored, credentialId, mode)).join(',')}]`, total }
   }
 
   /** One entry of a credential's, as JSON; undefined when it has none of that id. */
   async get(credentialId: string, mode: string, requestId: string): Promise<string | undefined> {
     const [, entries] = this.keys(credentialId, mode)
-    return (await this.redis.hget(entries, requestId)) ?? undefined
+    const stored = await this.redis.hget(entries, requestId)
+    return stored === null ? undefined : storedEntryJson(stored, credentialId, mode)
   }
 }

@@ -138,6 +138,8 @@ export class Deliveries {
   /** Connections to endpoints, kept alive between attempts (connections.ts). */
   private readonly outbound: EndpointConnections
   private readonly inFlight = new Set<AbortController>()
+  /** Jobs whose lease the script writing their delivered attempt freed: `process` does not free it again. */
+  private readonly released = new Set<string>()
   /** Wake-ups sent and not yet answered: a shutdown waits for them, else a lease handed over in its last attempts would sleep 10 to 15 minutes. */
   private readonly waking = new Set<Promise<unknown>>()
   private closing = false
@@ -363,7 +365,8 @@ export class Deliveries {
     // The lease's holder is the job: after its instance died, the job run again finds its own lease.
     const holder = job.id as string
     const now = this.now()
-    const acquired = await store.acquire(endpointId, holder, now, now + this.leaseMs, settings.endpointConcurrency, job.timestamp, this.lifetimeMs)
+    // The endpoint as it is when the lease is taken comes with the lease (one round trip).
+    const acquired = await store.take(endpointId, holder, now, now + this.leaseMs, settings.endpointConcurrency, job.timestamp, this.lifetimeMs)
     this.wake(acquired.woken)
     if (!acquired.taken) return this.sleep(job, token)
     let finished = true
@@ -372,14 +375,15 @@ export class Deliveries {
     try {
       // A recovery's delivery that was cancelled, or counted already (its instance died after), ends unsent.
       skipped = kind === 'recovery' && this.recoveries !== undefined && !(await this.recoveries.live(job.data, holder))
-      result = skipped ? 'recovery ended' : await this.deliver(job, token)
+      result = skipped ? 'recovery ended' : await this.deliver(job, token, acquired.record)
       return result
     } catch (error) {
       finished = error instanceof UnrecoverableError || (!(error instanceof DelayedError) && isLastAttempt(job.attemptsMade, job.opts.attempts ?? 1))
       throw error
     } finally {
       const ended = this.now()
-      this.wake(await store.release(endpointId, holder, ended, ended + this.leaseMs, settings.endpointConcurrency).catch(() => []))
+      // Freed already when a delivered attempt was written (`attempt`).
+      if (!this.released.delete(holder)) this.wake(await store.release(endpointId, holder, ended, ended + this.leaseMs, settings.endpointConcurrency).catch(() => []))
       if (finished && isManual(kind)) await store.finishManual(endpointId, holder).catch(() => undefined)
       if (finished && kind === 'recovery') {
         await this.recoveries?.finished(job.data, holder, result, skipped)
@@ -400,11 +404,10 @@ export class Deliveries {
     throw new DelayedError()
   }
 
-  /** The checks of an attempt, then the attempt, with a lease of the endpoint held. */
-  private async deliver(job: Job<DeliveryJob>, token: string | undefined): Promise<string> {
+  /** The checks of an attempt, then the attempt, with a lease of the endpoint held; `endpoint` as read when the lease was taken. */
+  private async deliver(job: Job<DeliveryJob>, token: string | undefined, endpoint: EndpointRecord | undefined): Promise<string> {
     const data = job.data
     const eventId = `${EVENT_ID_PREFIX}${data.ulid}`
-    const endpoint = await this.options.store.get(data.endpointId)
     // Deleted: its queued deliveries are dropped. Disabled: events of meanwhile are not sent later.
     if (endpoint === undefined) return 'endpoint deleted'
     // A recovery stops sending to an endpoint disabled meanwhile (by its partner, a 410, or its failures).
@@ -503,17 +506,23 @@ export class Deliveries {
       span.end()
     }
     logger.info({ eventId, endpointId: endpoint.id, attempt: attempt.attempt, outcome, status, durationMs, ...(failure === undefined ? {} : { reason: (failure as Error).message }) }, 'webhook attempt')
-    await store.recordAttempt(endpoint.id, attempt)
     // The bookkeeping changes the endpoint as it is now, and only if its partner has not changed it since the attempt began.
     const facts: AttemptFacts = { url: endpoint.url, started, ended }
     if (outcome === 'delivered') {
-      await store.update(endpoint.id, afterSuccess)
-      if (job.data.kind !== 'test') {
-        await this.recoveries?.store.recordDelivered(endpoint.id, job.data.ulid, ended, this.retentionMs)
-          .catch((error: unknown) => logger.warn({ err: error, eventId, endpointId: endpoint.id }, 'delivery not written as received: a recovery of failed events would send it again'))
+      // The attempt, that its event was received (a recovery of failed events leaves it out), and the record as it is now, in one round trip.
+      const received = job.data.kind === 'test' ? undefined : this.recoveries?.store.received(endpoint.id, job.data.ulid, ended, this.retentionMs)
+      // The lease is freed by the same call when the endpoint was not failing (nothing more to write for it).
+      const holder = job.id as string
+      const written = await store.recordDelivered(endpoint.id, attempt, received, { holder, now: ended, until: ended + this.leaseMs, limit: this.options.settings.endpointConcurrency })
+      if (written.released) {
+        this.released.add(holder)
+        this.wake(written.woken)
       }
+      // Written only when it was failing (the record as just read says so): the change is made again on the record as it is then.
+      if (written.record !== undefined && afterSuccess(written.record) !== undefined) await store.update(endpoint.id, afterSuccess)
       return outcome
     }
+    await store.recordAttempt(endpoint.id, attempt)
     if (outcome === 'gone') {
       await store.update(endpoint.id, (record) => afterGone(record, facts))
       throw new UnrecoverableError('the endpoint answered 410 Gone')

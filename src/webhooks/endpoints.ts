@@ -141,19 +141,33 @@ end
 // KEYS slot, park; ARGV now, lease end, holder (the job id), limit, park score, park ttl ms.
 // {1, woken...} when the holder has a lease (it may already have one: handed over while it
 // slept, or its own from before its instance died); {0} when all are taken: it is parked.
-const ACQUIRE_SCRIPT = `${HAND_OVER}
-local slot, park, holder, limit, leaseEnd = KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]), ARGV[2]
-redis.call('ZREMRANGEBYSCORE', slot, '-inf', ARGV[1])
-if not redis.call('ZSCORE', slot, holder) and redis.call('ZCARD', slot) >= limit then
-  redis.call('ZADD', park, 'NX', ARGV[5], holder)
-  redis.call('PEXPIRE', park, ARGV[6])
-  return {0}
+const ACQUIRE = `${HAND_OVER}
+local function acquire()
+  local slot, park, holder, limit, leaseEnd = KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]), ARGV[2]
+  redis.call('ZREMRANGEBYSCORE', slot, '-inf', ARGV[1])
+  if not redis.call('ZSCORE', slot, holder) and redis.call('ZCARD', slot) >= limit then
+    redis.call('ZADD', park, 'NX', ARGV[5], holder)
+    redis.call('PEXPIRE', park, ARGV[6])
+    return {0}
+  end
+  redis.call('ZADD', slot, leaseEnd, holder)
+  redis.call('ZREM', park, holder)
+  local result = {1}
+  handOver(slot, park, limit, leaseEnd, result)
+  redis.call('PEXPIREAT', slot, leaseEnd)
+  return result
 end
-redis.call('ZADD', slot, leaseEnd, holder)
-redis.call('ZREM', park, holder)
-local result = {1}
-handOver(slot, park, limit, leaseEnd, result)
-redis.call('PEXPIREAT', slot, leaseEnd)
+`
+const ACQUIRE_SCRIPT = `${ACQUIRE}
+return acquire()
+`
+
+// KEYS slot, park, ep; ARGV those of ACQUIRE_SCRIPT, then the endpoint's id. As ACQUIRE_SCRIPT, with
+// the endpoint's record (or '' when it is gone) second when the lease is taken: an attempt's
+// lease and the endpoint as it is then, in one round trip.
+const TAKE_SCRIPT = `${ACQUIRE}
+local result = acquire()
+if result[1] == 1 then table.insert(result, 2, redis.call('HGET', KEYS[3], ARGV[7]) or '') end
 return result
 `
 
@@ -183,14 +197,64 @@ if admitted > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
 return admitted
 `
 
+// KEYS ep, att, received, slot, park; ARGV id, attempt, kept, ttl ms, the event's time, its
+// ulid, forget before, received ttl ms, holder, now, lease end, limit. A delivered attempt, and
+// that its event was received (recoveries.ts: what a recovery of failed events leaves out), in
+// one call; only while the endpoint exists. When the endpoint was not failing (so its
+// bookkeeping writes nothing), the holder's lease is freed too, as RELEASE_SCRIPT frees it.
+// {record, 1 when freed, the parked deliveries the lease went to...}; {''} when it is gone.
+const RECORD_DELIVERED_SCRIPT = `${HAND_OVER}
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+if not record then return {''} end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+if KEYS[3] ~= '' then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ARGV[8])
+end
+local result = {record, 0}
+if ARGV[9] ~= '' and string.find(record, '"failingSince":null', 1, true) then
+  result[2] = 1
+  redis.call('ZREM', KEYS[4], ARGV[9])
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[10])
+  handOver(KEYS[4], KEYS[5], tonumber(ARGV[12]), ARGV[11], result)
+  if #result > 2 then redis.call('PEXPIREAT', KEYS[4], ARGV[11]) end
+end
+return result
+`
+
 type CreateCommand = (ep: string, cred: string, part: string, id: string, record: string, max: number, score: number) => Promise<number>
 type CompareAndSetCommand = (ep: string, id: string, expected: string, next: string) => Promise<number>
 type RemoveCommand = (ep: string, cred: string, part: string, att: string, slot: string, park: string, manual: string, tests: string, id: string) => Promise<string[]>
 type RecordAttemptCommand = (ep: string, att: string, id: string, attempt: string, kept: number, ttlMs: number) => Promise<number>
+type RecordDeliveredCommand = (
+  ep: string, att: string, received: string, slot: string, park: string, id: string, attempt: string, kept: number, ttlMs: number,
+  at: number, ulid: string, forgetBefore: number, receivedTtlMs: number, holder: string, now: number, until: number, limit: number,
+) => Promise<[string, number?, ...string[]]>
 type RecordTestCommand = (ep: string, tests: string, id: string, eventId: string, at: number, kept: number, ttlMs: number) => Promise<number>
 type AcquireCommand = (slot: string, park: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number) => Promise<[number, ...string[]]>
+type TakeCommand = (slot: string, park: string, ep: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number, id: string) => Promise<[number, ...string[]]>
 type ReleaseCommand = (slot: string, park: string, holder: string, now: number, until: number, limit: number) => Promise<string[]>
 type AdmitManualCommand = (ep: string, manual: string, id: string, now: number, forgetBefore: number, max: number, ttlMs: number, ...jobIds: string[]) => Promise<number>
+
+/** That an endpoint received an event, as recoveries.ts keeps it: in `key`, `ulid` at `at` ms; what is before `forgetBefore` goes; kept `ttlMs`. */
+export interface Received {
+  key: string
+  at: number
+  ulid: string
+  forgetBefore: number
+  ttlMs: number
+}
+
+/** A lease to free: `holder`'s, at `now`; a lease it hands on to a parked delivery ends at `until`; `limit` leases in all. */
+export interface Lease {
+  holder: string
+  now: number
+  until: number
+  limit: number
+}
 
 /** A lease asked for: taken (with the parked deliveries it handed free leases to), or parked. */
 export interface Acquired {
@@ -204,14 +268,16 @@ export class EndpointStore {
   private readonly ulids = new UlidFactory()
   private readonly commands: {
     create: CreateCommand; compareAndSet: CompareAndSetCommand; remove: RemoveCommand; recordAttempt: RecordAttemptCommand; recordTest: RecordTestCommand
-    acquire: AcquireCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
+    recordDelivered: RecordDeliveredCommand
+    acquire: AcquireCommand; take: TakeCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
   }
 
   constructor(private readonly redis: RedisClient, namespace: string) {
     this.base = `${namespace}{webhooks}:`
     const scripts = {
       create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [8, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT], recordTest: [2, RECORD_TEST_SCRIPT],
-      acquire: [2, ACQUIRE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
+      recordDelivered: [5, RECORD_DELIVERED_SCRIPT],
+      acquire: [2, ACQUIRE_SCRIPT], take: [3, TAKE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
     } as const
     const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
     const commands: Record<string, unknown> = {}
@@ -324,6 +390,22 @@ export class EndpointStore {
   }
 
   /**
+   * Records a delivered attempt and, with `received`, that the endpoint received its event (a
+   * key of recoveries.ts, trimmed to the retention), in one round trip; with `lease`, frees the
+   * holder's lease in the same call when the endpoint was not failing (as `release` does). The
+   * endpoint's record as it is after (undefined when it is gone: nothing is written then),
+   * whether the lease was freed, and the parked deliveries it went to (wake them).
+   */
+  async recordDelivered(endpointId: string, attempt: Attempt, received?: Received, lease?: Lease): Promise<{ record?: EndpointRecord; released: boolean; woken: string[] }> {
+    const [json, released, ...woken] = await this.commands.recordDelivered(
+      this.ep, this.att(endpointId), received?.key ?? '', this.slot(endpointId), this.park(endpointId), endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS,
+      received?.at ?? 0, received?.ulid ?? '', received?.forgetBefore ?? 0, received?.ttlMs ?? 0, lease?.holder ?? '', lease?.now ?? 0, lease?.until ?? 0, lease?.limit ?? 0,
+    )
+    if (json === '') return { released: false, woken: [] }
+    return { record: JSON.parse(json) as EndpointRecord, released: released === 1, woken }
+  }
+
+  /**
    * Keeps that the `webhook.test` event `eventId` (made at `at` ms) was sent to the endpoint, for
    * as long as its attempts are shown: a partner may ask for it again (redeliver), and it is in
    * no event log.
@@ -352,6 +434,17 @@ export class EndpointStore {
   async acquire(endpointId: string, holder: string, now: number, until: number, limit: number, queuedAt: number, parkedForMs: number): Promise<Acquired> {
     const [taken, ...woken] = await this.commands.acquire(this.slot(endpointId), this.park(endpointId), now, until, holder, limit, queuedAt, parkedForMs)
     return { taken: taken === 1, woken }
+  }
+
+  /**
+   * As `acquire`, and, when the lease is taken, the endpoint's record as it is then (undefined:
+   * gone), read by the same call.
+   */
+  async take(endpointId: string, holder: string, now: number, until: number, limit: number, queuedAt: number, parkedForMs: number): Promise<Acquired & { record?: EndpointRecord }> {
+    const [taken, ...rest] = await this.commands.take(this.slot(endpointId), this.park(endpointId), this.ep, now, until, holder, limit, queuedAt, parkedForMs, endpointId)
+    if (taken !== 1) return { taken: false, woken: rest }
+    const [json, ...woken] = rest
+    return { taken: true, woken, ...(json === undefined || json === '' ? {} : { record: JSON.parse(json) as EndpointRecord }) }
   }
 
   /** Frees `holder`'s lease; the parked deliveries that got a lease (this one, or one that lapsed) until `until`: wake them. */

@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import { ulidMillis, UlidFactory } from '../events/ulid.js'
 import type { KeyMode } from '../keys/principal.js'
 import type { RedisClient } from '../redis.js'
-import type { EndpointStore } from './endpoints.js'
+import type { EndpointStore, Received } from './endpoints.js'
 import {
   countedAs, feedWindow, RECOVERIES_SHOWN_MS, RECOVERY_ID_PREFIX, recoveryJobId, recoveryView, ulidOfRecoveryJob,
   type RecoveryInput, type RecoveryView,
@@ -175,6 +175,11 @@ export class RecoveryStore {
   }
 
   /** Writes that the endpoint received the event (an attempt answered 2xx). */
+  /** What `recordDelivered` writes, for the endpoint store to write with the attempt (EndpointStore.recordDelivered). */
+  received(endpointId: string, ulid: string, now: number, retentionMs: number): Received {
+    return { key: this.ok(endpointId), at: ulidMillis(ulid), ulid, forgetBefore: now - retentionMs, ttlMs: retentionMs }
+  }
+
   async recordDelivered(endpointId: string, ulid: string, now: number, retentionMs: number): Promise<void> {
     const pipeline = this.redis.pipeline()
     this.addTrimmed(pipeline, this.ok(endpointId), [String(ulidMillis(ulid)), ulid], now, retentionMs)

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { entryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
+import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
 import { RequestLogStore } from '../../src/request-log/store.js'
 import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
@@ -46,6 +46,11 @@ describe('an entry written by hand', () => {
   it('is the JSON the generic serialiser writes of it, whatever its strings hold', () => {
     for (const r of ODD) expect(entryJson(r)).toBe(JSON.stringify(seen(r)))
   })
+
+  it('is made again whole from what Redis keeps of it, its credential and mode from the log', () => {
+    for (const r of ODD) expect(storedEntryJson(storedEntry(r), r.credentialId, r.mode)).toBe(JSON.stringify(seen(r)))
+    expect(storedEntryJson(storedEntry(record('req_test', { mode: 'test' })), 'key_store', 'test')).toBe(JSON.stringify(seen(record('req_test', { mode: 'test' }))))
+  })
 })
 
 describe('a batch written as one argument per log', () => {
@@ -68,6 +73,17 @@ describe('a batch written as one argument per log', () => {
     for await (const chunk of store.entries('key_store', 'live', undefined, NOW + 1)) exported.push(...chunk)
     expect(exported).toHaveLength(ODD.length)
     expect(exported).toContainEqual(seen(ODD[2] as RequestLogRecord))
+  })
+
+  it('reads an entry kept whole as JSON, as entries were kept before, as it is', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 100 }, () => NOW)
+    const old = record('req_kept_whole', { credentialId: 'key_whole' })
+    await redis.zadd(`${prefix}reqlog:{key_whole}:live:lines`, NOW, indexLine(old))
+    await redis.hset(`${prefix}reqlog:{key_whole}:live:entries`, old.id, JSON.stringify(seen(old)))
+    await store.write([record('req_after', { credentialId: 'key_whole', atMs: NOW + 1 })])
+    expect(JSON.parse(await store.get('key_whole', 'live', old.id) ?? 'null')).toEqual(seen(old))
+    const page = await store.list('key_whole', 'live', { status: { kind: 'exact', status: 200 } }, 1, 10)
+    expect([page.total, JSON.parse(page.json)]).toEqual([2, [seen(record('req_after', { credentialId: 'key_whole', atMs: NOW + 1 })), seen(old)]])
   })
 
   it('writes more entries of one log than one call of the script takes at once', async () => {
@@ -122,6 +138,23 @@ describe('a page with filters, found in Redis', () => {
       const found = await store.list('key_filters', 'live', filters, page, perPage)
       const [total, ids] = expected(filters, page, perPage)
       expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], `page ${page} of ${perPage}`).toEqual([total, ids])
+    }
+  })
+
+  it('refuses and keeps odd index lines as matchLine does', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    const lines = ['req_o1 404 GET - - ', 'req_o2 404 GET', 'req_o3  GET - - ', 'req_o4 404 GET - - k extra', 'req_o5 4e2 GET - - ', 'req_o6 abc GET - - ', 'req_o7 404.0 GET PROPERTY_NOT_FOUND /v1/properties k']
+    for (const [i, line] of lines.entries()) {
+      const id = line.slice(0, line.indexOf(' '))
+      await redis.zadd(`${prefix}reqlog:{key_odd}:live:lines`, NOW - i, line)
+      await redis.hset(`${prefix}reqlog:{key_odd}:live:entries`, id, storedEntry(record(id, { credentialId: 'key_odd' })))
+    }
+    const filters: RequestLogFilters[] = [{ status: { kind: 'exact', status: 404 } }, { status: { kind: 'exact', status: 400 } }, { status: { kind: 'errors' } }, { status: { kind: 'class', first: 4 } },
+      { status: { kind: 'class', first: 0 } }, { method: 'GET' }, { code: 'PROPERTY_NOT_FOUND', route: '/v1/properties', idempotencyKey: 'k' }, { idempotencyKey: '' }]
+    for (const f of filters) {
+      const found = await store.list('key_odd', 'live', f, 1, 10)
+      const ids = lines.map((line) => matchLine(line, f)).filter((id): id is string => id !== undefined)
+      expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], JSON.stringify(f)).toEqual([ids.length, ids])
     }
   })
 })
