@@ -146,8 +146,14 @@ async function portOf(child: ChildProcess): Promise<number> {
   })
 }
 
+/**
+ * Waits for a server to answer: up to a minute, since a process that starts in a second on a
+ * quiet machine took more than ten beside a mutation run (the bench then stopped at its first
+ * gateway). A server that never comes up still stops the run.
+ */
 async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
-  for (let i = 0; i < 200; i += 1) {
+  const deadline = Date.now() + 60_000
+  while (Date.now() < deadline) {
     try {
       const res = await request(url, { headers })
       await res.body.dump()

@@ -106,7 +106,8 @@ return 1
 // the number of matches in all, then the page's stored entries.
 export const PAGE_SCRIPT = `
 local offset, perPage = tonumber(ARGV[3]), tonumber(ARGV[4])
-local kind, wanted = ARGV[5], tonumber(ARGV[6])
+local kind, wantedText = ARGV[5], ARGV[6]
+local wanted = tonumber(wantedText)
 local function filter(value)
   if value == '' then return nil end
   return string.sub(value, 2)
@@ -121,8 +122,27 @@ while from <= last do
   local to = math.min(from + ${SCAN_CHUNK - 1}, last)
   local lines = redis.call('ZREVRANGE', KEYS[1], from, to)
   for i = 1, #lines do
-    local id, statusText, m, c, r, k = string.match(lines[i], '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$')
-    local pass = id ~= nil
+    local line = lines[i]
+    -- Cheap refusals first, sound for any line (a line they refuse matchLine refuses too): the
+    -- status field alone, and a plain find of ' <value> ' for the filters of the middle fields.
+    local pass = true
+    if kind == 'exact' then
+      local first = string.match(line, '^[^ ]* ([^ ]*) ')
+      if first == nil then pass = false
+      elseif first ~= wantedText then
+        local status = tonumber(first)
+        if first == '' then status = 0 end
+        if status ~= wanted then pass = false end
+      end
+    end
+    if pass and method ~= nil and not string.find(line, ' ' .. method .. ' ', 1, true) then pass = false end
+    if pass and code ~= nil and not string.find(line, ' ' .. code .. ' ', 1, true) then pass = false end
+    if pass and route ~= nil and not string.find(line, ' ' .. route .. ' ', 1, true) then pass = false end
+    local id, statusText, m, c, r, k
+    if pass then
+      id, statusText, m, c, r, k = string.match(line, '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$')
+      pass = id ~= nil
+    end
     if pass and kind ~= '' then
       -- As Number() reads it: '' is 0, what is not a number is NaN (nil), which no comparison passes.
       local status = tonumber(statusText)

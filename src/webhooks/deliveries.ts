@@ -363,7 +363,8 @@ export class Deliveries {
     // The lease's holder is the job: after its instance died, the job run again finds its own lease.
     const holder = job.id as string
     const now = this.now()
-    const acquired = await store.acquire(endpointId, holder, now, now + this.leaseMs, settings.endpointConcurrency, job.timestamp, this.lifetimeMs)
+    // The endpoint as it is when the lease is taken comes with the lease (one round trip).
+    const acquired = await store.take(endpointId, holder, now, now + this.leaseMs, settings.endpointConcurrency, job.timestamp, this.lifetimeMs)
     this.wake(acquired.woken)
     if (!acquired.taken) return this.sleep(job, token)
     let finished = true
@@ -372,7 +373,7 @@ export class Deliveries {
     try {
       // A recovery's delivery that was cancelled, or counted already (its instance died after), ends unsent.
       skipped = kind === 'recovery' && this.recoveries !== undefined && !(await this.recoveries.live(job.data, holder))
-      result = skipped ? 'recovery ended' : await this.deliver(job, token)
+      result = skipped ? 'recovery ended' : await this.deliver(job, token, acquired.record)
       return result
     } catch (error) {
       finished = error instanceof UnrecoverableError || (!(error instanceof DelayedError) && isLastAttempt(job.attemptsMade, job.opts.attempts ?? 1))
@@ -400,11 +401,10 @@ export class Deliveries {
     throw new DelayedError()
   }
 
-  /** The checks of an attempt, then the attempt, with a lease of the endpoint held. */
-  private async deliver(job: Job<DeliveryJob>, token: string | undefined): Promise<string> {
+  /** The checks of an attempt, then the attempt, with a lease of the endpoint held; `endpoint` as read when the lease was taken. */
+  private async deliver(job: Job<DeliveryJob>, token: string | undefined, endpoint: EndpointRecord | undefined): Promise<string> {
     const data = job.data
     const eventId = `${EVENT_ID_PREFIX}${data.ulid}`
-    const endpoint = await this.options.store.get(data.endpointId)
     // Deleted: its queued deliveries are dropped. Disabled: events of meanwhile are not sent later.
     if (endpoint === undefined) return 'endpoint deleted'
     // A recovery stops sending to an endpoint disabled meanwhile (by its partner, a 410, or its failures).

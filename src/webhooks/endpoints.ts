@@ -141,19 +141,33 @@ end
 // KEYS slot, park; ARGV now, lease end, holder (the job id), limit, park score, park ttl ms.
 // {1, woken...} when the holder has a lease (it may already have one: handed over while it
 // slept, or its own from before its instance died); {0} when all are taken: it is parked.
-const ACQUIRE_SCRIPT = `${HAND_OVER}
-local slot, park, holder, limit, leaseEnd = KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]), ARGV[2]
-redis.call('ZREMRANGEBYSCORE', slot, '-inf', ARGV[1])
-if not redis.call('ZSCORE', slot, holder) and redis.call('ZCARD', slot) >= limit then
-  redis.call('ZADD', park, 'NX', ARGV[5], holder)
-  redis.call('PEXPIRE', park, ARGV[6])
-  return {0}
+const ACQUIRE = `${HAND_OVER}
+local function acquire()
+  local slot, park, holder, limit, leaseEnd = KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]), ARGV[2]
+  redis.call('ZREMRANGEBYSCORE', slot, '-inf', ARGV[1])
+  if not redis.call('ZSCORE', slot, holder) and redis.call('ZCARD', slot) >= limit then
+    redis.call('ZADD', park, 'NX', ARGV[5], holder)
+    redis.call('PEXPIRE', park, ARGV[6])
+    return {0}
+  end
+  redis.call('ZADD', slot, leaseEnd, holder)
+  redis.call('ZREM', park, holder)
+  local result = {1}
+  handOver(slot, park, limit, leaseEnd, result)
+  redis.call('PEXPIREAT', slot, leaseEnd)
+  return result
 end
-redis.call('ZADD', slot, leaseEnd, holder)
-redis.call('ZREM', park, holder)
-local result = {1}
-handOver(slot, park, limit, leaseEnd, result)
-redis.call('PEXPIREAT', slot, leaseEnd)
+`
+const ACQUIRE_SCRIPT = `${ACQUIRE}
+return acquire()
+`
+
+// KEYS slot, park, ep; ARGV those of ACQUIRE_SCRIPT, then the endpoint's id. As ACQUIRE_SCRIPT, with
+// the endpoint's record (or '' when it is gone) second when the lease is taken: an attempt's
+// lease and the endpoint as it is then, in one round trip.
+const TAKE_SCRIPT = `${ACQUIRE}
+local result = acquire()
+if result[1] == 1 then table.insert(result, 2, redis.call('HGET', KEYS[3], ARGV[7]) or '') end
 return result
 `
 
@@ -208,6 +222,7 @@ type RecordAttemptCommand = (ep: string, att: string, id: string, attempt: strin
 type RecordDeliveredCommand = (ep: string, att: string, received: string, id: string, attempt: string, kept: number, ttlMs: number, at: number, ulid: string, forgetBefore: number, receivedTtlMs: number) => Promise<string | null>
 type RecordTestCommand = (ep: string, tests: string, id: string, eventId: string, at: number, kept: number, ttlMs: number) => Promise<number>
 type AcquireCommand = (slot: string, park: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number) => Promise<[number, ...string[]]>
+type TakeCommand = (slot: string, park: string, ep: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number, id: string) => Promise<[number, ...string[]]>
 type ReleaseCommand = (slot: string, park: string, holder: string, now: number, until: number, limit: number) => Promise<string[]>
 type AdmitManualCommand = (ep: string, manual: string, id: string, now: number, forgetBefore: number, max: number, ttlMs: number, ...jobIds: string[]) => Promise<number>
 
@@ -233,7 +248,7 @@ export class EndpointStore {
   private readonly commands: {
     create: CreateCommand; compareAndSet: CompareAndSetCommand; remove: RemoveCommand; recordAttempt: RecordAttemptCommand; recordTest: RecordTestCommand
     recordDelivered: RecordDeliveredCommand
-    acquire: AcquireCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
+    acquire: AcquireCommand; take: TakeCommand; release: ReleaseCommand; admitManual: AdmitManualCommand
   }
 
   constructor(private readonly redis: RedisClient, namespace: string) {
@@ -241,7 +256,7 @@ export class EndpointStore {
     const scripts = {
       create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [8, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT], recordTest: [2, RECORD_TEST_SCRIPT],
       recordDelivered: [3, RECORD_DELIVERED_SCRIPT],
-      acquire: [2, ACQUIRE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
+      acquire: [2, ACQUIRE_SCRIPT], take: [3, TAKE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
     } as const
     const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
     const commands: Record<string, unknown> = {}
@@ -395,6 +410,17 @@ export class EndpointStore {
   async acquire(endpointId: string, holder: string, now: number, until: number, limit: number, queuedAt: number, parkedForMs: number): Promise<Acquired> {
     const [taken, ...woken] = await this.commands.acquire(this.slot(endpointId), this.park(endpointId), now, until, holder, limit, queuedAt, parkedForMs)
     return { taken: taken === 1, woken }
+  }
+
+  /**
+   * As `acquire`, and, when the lease is taken, the endpoint's record as it is then (undefined:
+   * gone), read by the same call.
+   */
+  async take(endpointId: string, holder: string, now: number, until: number, limit: number, queuedAt: number, parkedForMs: number): Promise<Acquired & { record?: EndpointRecord }> {
+    const [taken, ...rest] = await this.commands.take(this.slot(endpointId), this.park(endpointId), this.ep, now, until, holder, limit, queuedAt, parkedForMs, endpointId)
+    if (taken !== 1) return { taken: false, woken: rest }
+    const [json, ...woken] = rest
+    return { taken: true, woken, ...(json === undefined || json === '' ? {} : { record: JSON.parse(json) as EndpointRecord }) }
   }
 
   /** Frees `holder`'s lease; the parked deliveries that got a lease (this one, or one that lapsed) until `until`: wake them. */

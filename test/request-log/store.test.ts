@@ -140,4 +140,21 @@ describe('a page with filters, found in Redis', () => {
       expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], `page ${page} of ${perPage}`).toEqual([total, ids])
     }
   })
+
+  it('refuses and keeps odd index lines as matchLine does', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    const lines = ['req_o1 404 GET - - ', 'req_o2 404 GET', 'req_o3  GET - - ', 'req_o4 404 GET - - k extra', 'req_o5 4e2 GET - - ', 'req_o6 abc GET - - ', 'req_o7 404.0 GET PROPERTY_NOT_FOUND /v1/properties k']
+    for (const [i, line] of lines.entries()) {
+      const id = line.slice(0, line.indexOf(' '))
+      await redis.zadd(`${prefix}reqlog:{key_odd}:live:lines`, NOW - i, line)
+      await redis.hset(`${prefix}reqlog:{key_odd}:live:entries`, id, storedEntry(record(id, { credentialId: 'key_odd' })))
+    }
+    const filters: RequestLogFilters[] = [{ status: { kind: 'exact', status: 404 } }, { status: { kind: 'exact', status: 400 } }, { status: { kind: 'errors' } }, { status: { kind: 'class', first: 4 } },
+      { status: { kind: 'class', first: 0 } }, { method: 'GET' }, { code: 'PROPERTY_NOT_FOUND', route: '/v1/properties', idempotencyKey: 'k' }, { idempotencyKey: '' }]
+    for (const f of filters) {
+      const found = await store.list('key_odd', 'live', f, 1, 10)
+      const ids = lines.map((line) => matchLine(line, f)).filter((id): id is string => id !== undefined)
+      expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], JSON.stringify(f)).toEqual([ids.length, ids])
+    }
+  })
 })

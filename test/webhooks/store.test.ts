@@ -185,6 +185,19 @@ describe('the leases of an endpoint', () => {
     expect(await redis.zrange(`${base}park:we_A`, '0', '-1', 'WITHSCORES')).toEqual(['j3', '13'])
   })
 
+  it('takes a lease with the endpoint as it is then, as acquire does: the record with the lease, nothing when parked, none when gone', async () => {
+    const { store } = fresh()
+    const record = endpoint('we_A')
+    await store.create(record, 10)
+    const until = T0 + 30_000
+    expect(await store.take('we_A', 'j1', T0, until, 1, 10, 60_000)).toEqual({ taken: true, woken: [], record })
+    expect(await store.take('we_A', 'j2', T0, until, 1, 11, 60_000)).toEqual({ taken: false, woken: [] })
+    expect(await store.take('we_A', 'j3', T0, until, 1, 12, 60_000)).toEqual({ taken: false, woken: [] })
+    // A lapsed lease taken back hands the other free ones on: those woken follow the record.
+    expect(await store.take('we_A', 'j1', until + 1, until + 30_000, 3, 10, 60_000)).toEqual({ taken: true, woken: ['j2', 'j3'], record })
+    expect(await store.take('we_Z', 'j9', T0, until, 1, 13, 60_000)).toEqual({ taken: true, woken: [] })
+  })
+
   it('takes back a lapsed lease: a new attempt takes it, and its parked deliveries get it', async () => {
     const { store, base } = fresh()
     await store.acquire('we_A', 'j1', T0, T0 + 1000, 1, 1, 60_000)
