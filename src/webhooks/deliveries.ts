@@ -138,6 +138,8 @@ export class Deliveries {
   /** Connections to endpoints, kept alive between attempts (connections.ts). */
   private readonly outbound: EndpointConnections
   private readonly inFlight = new Set<AbortController>()
+  /** Jobs whose lease the script writing their delivered attempt freed: `process` does not free it again. */
+  private readonly released = new Set<string>()
   /** Wake-ups sent and not yet answered: a shutdown waits for them, else a lease handed over in its last attempts would sleep 10 to 15 minutes. */
   private readonly waking = new Set<Promise<unknown>>()
   private closing = false
@@ -380,7 +382,8 @@ export class Deliveries {
       throw error
     } finally {
       const ended = this.now()
-      this.wake(await store.release(endpointId, holder, ended, ended + this.leaseMs, settings.endpointConcurrency).catch(() => []))
+      // Freed already when a delivered attempt was written (`attempt`).
+      if (!this.released.delete(holder)) this.wake(await store.release(endpointId, holder, ended, ended + this.leaseMs, settings.endpointConcurrency).catch(() => []))
       if (finished && isManual(kind)) await store.finishManual(endpointId, holder).catch(() => undefined)
       if (finished && kind === 'recovery') {
         await this.recoveries?.finished(job.data, holder, result, skipped)
@@ -508,9 +511,15 @@ export class Deliveries {
     if (outcome === 'delivered') {
       // The attempt, that its event was received (a recovery of failed events leaves it out), and the record as it is now, in one round trip.
       const received = job.data.kind === 'test' ? undefined : this.recoveries?.store.received(endpoint.id, job.data.ulid, ended, this.retentionMs)
-      const current = await store.recordDelivered(endpoint.id, attempt, received)
+      // The lease is freed by the same call when the endpoint was not failing (nothing more to write for it).
+      const holder = job.id as string
+      const written = await store.recordDelivered(endpoint.id, attempt, received, { holder, now: ended, until: ended + this.leaseMs, limit: this.options.settings.endpointConcurrency })
+      if (written.released) {
+        this.released.add(holder)
+        this.wake(written.woken)
+      }
       // Written only when it was failing (the record as just read says so): the change is made again on the record as it is then.
-      if (current !== undefined && afterSuccess(current) !== undefined) await store.update(endpoint.id, afterSuccess)
+      if (written.record !== undefined && afterSuccess(written.record) !== undefined) await store.update(endpoint.id, afterSuccess)
       return outcome
     }
     await store.recordAttempt(endpoint.id, attempt)

@@ -197,13 +197,15 @@ if admitted > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
 return admitted
 `
 
-// KEYS ep, att, received; ARGV id, attempt, kept, ttl ms, the event's time, its ulid, forget
-// before, received ttl ms. A delivered attempt, and that its event was received (recoveries.ts:
-// what a recovery of failed events leaves out), in one call; only while the endpoint exists.
-// The endpoint's record as it is now (nil when gone), so that its bookkeeping needs no read.
-const RECORD_DELIVERED_SCRIPT = `
+// KEYS ep, att, received, slot, park; ARGV id, attempt, kept, ttl ms, the event's time, its
+// ulid, forget before, received ttl ms, holder, now, lease end, limit. A delivered attempt, and
+// that its event was received (recoveries.ts: what a recovery of failed events leaves out), in
+// one call; only while the endpoint exists. When the endpoint was not failing (so its
+// bookkeeping writes nothing), the holder's lease is freed too, as RELEASE_SCRIPT frees it.
+// {record, 1 when freed, the parked deliveries the lease went to...}; {''} when it is gone.
+const RECORD_DELIVERED_SCRIPT = `${HAND_OVER}
 local record = redis.call('HGET', KEYS[1], ARGV[1])
-if not record then return false end
+if not record then return {''} end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
@@ -212,14 +214,25 @@ if KEYS[3] ~= '' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
   redis.call('PEXPIRE', KEYS[3], ARGV[8])
 end
-return record
+local result = {record, 0}
+if ARGV[9] ~= '' and string.find(record, '"failingSince":null', 1, true) then
+  result[2] = 1
+  redis.call('ZREM', KEYS[4], ARGV[9])
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[10])
+  handOver(KEYS[4], KEYS[5], tonumber(ARGV[12]), ARGV[11], result)
+  if #result > 2 then redis.call('PEXPIREAT', KEYS[4], ARGV[11]) end
+end
+return result
 `
 
 type CreateCommand = (ep: string, cred: string, part: string, id: string, record: string, max: number, score: number) => Promise<number>
 type CompareAndSetCommand = (ep: string, id: string, expected: string, next: string) => Promise<number>
 type RemoveCommand = (ep: string, cred: string, part: string, att: string, slot: string, park: string, manual: string, tests: string, id: string) => Promise<string[]>
 type RecordAttemptCommand = (ep: string, att: string, id: string, attempt: string, kept: number, ttlMs: number) => Promise<number>
-type RecordDeliveredCommand = (ep: string, att: string, received: string, id: string, attempt: string, kept: number, ttlMs: number, at: number, ulid: string, forgetBefore: number, receivedTtlMs: number) => Promise<string | null>
+type RecordDeliveredCommand = (
+  ep: string, att: string, received: string, slot: string, park: string, id: string, attempt: string, kept: number, ttlMs: number,
+  at: number, ulid: string, forgetBefore: number, receivedTtlMs: number, holder: string, now: number, until: number, limit: number,
+) => Promise<[string, number?, ...string[]]>
 type RecordTestCommand = (ep: string, tests: string, id: string, eventId: string, at: number, kept: number, ttlMs: number) => Promise<number>
 type AcquireCommand = (slot: string, park: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number) => Promise<[number, ...string[]]>
 type TakeCommand = (slot: string, park: string, ep: string, now: number, until: number, holder: string, limit: number, parkScore: number, parkTtlMs: number, id: string) => Promise<[number, ...string[]]>
@@ -233,6 +246,14 @@ export interface Received {
   ulid: string
   forgetBefore: number
   ttlMs: number
+}
+
+/** A lease to free: `holder`'s, at `now`; a lease it hands on to a parked delivery ends at `until`; `limit` leases in all. */
+export interface Lease {
+  holder: string
+  now: number
+  until: number
+  limit: number
 }
 
 /** A lease asked for: taken (with the parked deliveries it handed free leases to), or parked. */
@@ -255,7 +276,7 @@ export class EndpointStore {
     this.base = `${namespace}{webhooks}:`
     const scripts = {
       create: [3, CREATE_SCRIPT], compareAndSet: [1, COMPARE_AND_SET_SCRIPT], remove: [8, REMOVE_SCRIPT], recordAttempt: [2, RECORD_ATTEMPT_SCRIPT], recordTest: [2, RECORD_TEST_SCRIPT],
-      recordDelivered: [3, RECORD_DELIVERED_SCRIPT],
+      recordDelivered: [5, RECORD_DELIVERED_SCRIPT],
       acquire: [2, ACQUIRE_SCRIPT], take: [3, TAKE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
     } as const
     const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
@@ -370,15 +391,18 @@ export class EndpointStore {
 
   /**
    * Records a delivered attempt and, with `received`, that the endpoint received its event (a
-   * key of recoveries.ts, trimmed to the retention), in one round trip. The endpoint's record
-   * as it is after; undefined when it is gone (nothing is written then).
+   * key of recoveries.ts, trimmed to the retention), in one round trip; with `lease`, frees the
+   * holder's lease in the same call when the endpoint was not failing (as `release` does). The
+   * endpoint's record as it is after (undefined when it is gone: nothing is written then),
+   * whether the lease was freed, and the parked deliveries it went to (wake them).
    */
-  async recordDelivered(endpointId: string, attempt: Attempt, received?: Received): Promise<EndpointRecord | undefined> {
-    const json = await this.commands.recordDelivered(
-      this.ep, this.att(endpointId), received?.key ?? '', endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS,
-      received?.at ?? 0, received?.ulid ?? '', received?.forgetBefore ?? 0, received?.ttlMs ?? 0,
+  async recordDelivered(endpointId: string, attempt: Attempt, received?: Received, lease?: Lease): Promise<{ record?: EndpointRecord; released: boolean; woken: string[] }> {
+    const [json, released, ...woken] = await this.commands.recordDelivered(
+      this.ep, this.att(endpointId), received?.key ?? '', this.slot(endpointId), this.park(endpointId), endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS,
+      received?.at ?? 0, received?.ulid ?? '', received?.forgetBefore ?? 0, received?.ttlMs ?? 0, lease?.holder ?? '', lease?.now ?? 0, lease?.until ?? 0, lease?.limit ?? 0,
     )
-    return json === null ? undefined : JSON.parse(json) as EndpointRecord
+    if (json === '') return { released: false, woken: [] }
+    return { record: JSON.parse(json) as EndpointRecord, released: released === 1, woken }
   }
 
   /**

@@ -328,13 +328,13 @@ describe('recoveries', () => {
     const { endpoints, store, base } = setup()
     const [e1, e2, e3] = events(3, T0 - 10_000) as [string, string, string]
     await store.recordDue([e1, e2, e3].map((ulid) => ({ endpointId: 'we_A', ulid })), T0, DAY)
-    expect(await endpoints.recordDelivered('we_A', attempt(1, T0), store.received('we_A', e2, T0, DAY))).toBeUndefined()
+    expect(await endpoints.recordDelivered('we_A', attempt(1, T0), store.received('we_A', e2, T0, DAY))).toEqual({ released: false, woken: [] })
     expect(await redis.exists(`${base}att:we_A`, `${base}ok:we_A`)).toBe(0)
     const record = endpoint('we_A', { failingSince: T0 - 5000 })
     await endpoints.create(record, 10)
-    expect(await endpoints.recordDelivered('we_A', attempt(2, T0), store.received('we_A', e2, T0, DAY))).toEqual(record)
+    expect(await endpoints.recordDelivered('we_A', attempt(2, T0), store.received('we_A', e2, T0, DAY))).toEqual({ record, released: false, woken: [] })
     // A test event is in no log: its attempt is written, nothing is received.
-    expect(await endpoints.recordDelivered('we_A', attempt(3, T0))).toEqual(record)
+    expect(await endpoints.recordDelivered('we_A', attempt(3, T0))).toEqual({ record, released: false, woken: [] })
     expect(await endpoints.attempts('we_A', T0)).toEqual([attempt(3, T0), attempt(2, T0)])
     expect(await store.select('we_A', { since: T0 - DAY, until: T0, include: 'failed' }, 10)).toEqual([e1, e3])
     const ttl = await redis.pttl(`${base}ok:we_A`)
@@ -343,6 +343,24 @@ describe('recoveries', () => {
     // What is past the retention goes when the next one is written.
     await endpoints.recordDelivered('we_A', attempt(4, T0 + DAY), store.received('we_A', e3, T0 + DAY - 8500, DAY))
     expect(await redis.zrange(`${base}ok:we_A`, '0', '-1')).toEqual([e3])
+  })
+
+  it('frees the lease with a delivered attempt when the endpoint was not failing, handing it on; keeps it when it was', async () => {
+    const { endpoints, base } = setup()
+    const until = T0 + 30_000
+    await endpoints.create(endpoint('we_A'), 10)
+    await endpoints.create(endpoint('we_B', { failingSince: T0 - 5000 }), 10)
+    for (const id of ['we_A', 'we_B']) {
+      await endpoints.acquire(id, 'j1', T0, until, 1, 1, 60_000)
+      await endpoints.acquire(id, 'j2', T0, until, 1, 2, 60_000)
+    }
+    const lease = { holder: 'j1', now: T0 + 10, until: until + 5, limit: 1 }
+    expect(await endpoints.recordDelivered('we_A', attempt(1, T0), undefined, lease)).toEqual({ record: endpoint('we_A'), released: true, woken: ['j2'] })
+    expect(await redis.zrange(`${base}slot:we_A`, '0', '-1', 'WITHSCORES')).toEqual(['j2', String(until + 5)])
+    expect(await redis.pexpiretime(`${base}slot:we_A`)).toBe(until + 5)
+    // Failing: its bookkeeping is to be written first, so the lease is freed after it (`release`).
+    expect(await endpoints.recordDelivered('we_B', attempt(1, T0), undefined, lease)).toEqual({ record: endpoint('we_B', { failingSince: T0 - 5000 }), released: false, woken: [] })
+    expect(await endpoints.holds('we_B', 'j1')).toBe(true)
   })
 
   it('chooses the events of the range the endpoint was due: all, or those it did not receive, oldest first; none past the bound', async () => {
