@@ -124,6 +124,50 @@ describe('the events section', () => {
     ])
   })
 
+  it('names a field missing or malformed once, with no cross-field mistake made up from it', () => {
+    const { publisher: _p, ...noPublisher } = mapping
+    const { internalType: _i, ...noInternalType } = mapping
+    const { type: _t, ...noType } = mapping
+    const { type: _o, ...untypedObject } = mapping.object
+    const types = [
+      mapping,
+      null,
+      { ...noPublisher, internalType: 'a' },
+      noInternalType,
+      noInternalType,
+      { ...noType, internalType: 'b', scope: 'rooms:read' },
+      { ...noType, internalType: 'c', scope: 'guests:read' },
+      { ...mapping, internalType: 'd', scope: ['rooms:read'] },
+      { ...mapping, type: 'guest.created', internalType: 'e', object: untypedObject },
+      { ...mapping, type: 'guest.created', internalType: 'f', object: { ...mapping.object, type: 'guest' } },
+      { ...mapping, internalType: 'g', object: { ...mapping.object, path: '/v1/properties/x{id}' } },
+      { ...mapping, internalType: 'h', object: { ...mapping.object, path: '/v1/properties/{id}/rooms/{roomId}' } },
+    ]
+    const problems = problemsOf({ CONFIG_FILE: file({ ...minimal, events: { publishers, types } }) })
+    expect(problems).toEqual([
+      expect.stringMatching(/ events\.types\[1\]: Invalid input: expected object, received null$/),
+      expect.stringMatching(/ events\.types\[2\]\.publisher: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/ events\.types\[3\]\.internalType: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/ events\.types\[4\]\.internalType: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/ events\.types\[5\]\.type: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/ events\.types\[6\]\.type: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/ events\.types\[7\]\.scope: Invalid input: expected string, received array$/),
+      expect.stringMatching(/ events\.types\[8\]\.object\.type: Invalid input: expected string, received undefined$/),
+      expect.stringMatching(/ events\.types\[10\]\.object\.path: segment 'x\{id\}' is neither kebab-case nor a whole \{camelCase\} parameter$/),
+      expect.stringMatching(/ events\.types\[11\]\.object\.path: must hold \{id\} once, and no other parameter$/),
+    ])
+  })
+
+  it('names a list of types that is no list, and nothing else', () => {
+    expect(problemsOf({ CONFIG_FILE: file({ ...minimal, events: { publishers, types: { 0: mapping } } }) }))
+      .toEqual([expect.stringMatching(/ events\.types: Invalid input: expected array, received object$/)])
+  })
+
+  it('takes a token of 16 characters, the fewest', () => {
+    const config = loadConfig({ CONFIG_FILE: file({ ...minimal, events: { publishers } }), EVENTS_PMS_TOKEN: 'sixteen-chars-16' })
+    expect(config.eventPublishers[0]).toEqual({ name: 'pms', mode: 'live', tokenEnv: 'EVENTS_PMS_TOKEN', token: 'sixteen-chars-16' })
+  })
+
   it('refuses a publisher of a bad name, a bad variable or another mode', () => {
     expect(problemsOf({ CONFIG_FILE: file({ ...minimal, events: { publishers: { PMS: { tokenEnv: 'EVENTS_TOKEN', mode: 'live' } } } }) }))
       .toEqual([expect.stringMatching(/events\.publishers\.PMS: Invalid key in record$/)])

@@ -174,6 +174,8 @@ describe.each(['redis', 'memory'] as const)('the event log over the %s store', (
     expect(await ids({ createdBefore: start + 100.5 })).toEqual(['g-a', 'g-b'])
     expect(await ids({ createdAfter: start, createdBefore: start + 200 })).toEqual(['g-b'])
     expect(await ids({ createdAfter: start + 100, createdBefore: start + 101 })).toEqual([])
+    // A range of one millisecond: the one event made in it.
+    expect(await ids({ createdAfter: start + 99, createdBefore: start + 101 })).toEqual(['g-b'])
     expect(await log.list(viewer(), { createdAfter: start + 300, createdBefore: start }, 1, 10)).toEqual({ total: 0, json: '[]' })
     // Two days on, the first is past the retention (the reader's now, not Redis's expiry).
     clock.now = start + 2 * DAY + 50
@@ -201,6 +203,18 @@ describe.each(['redis', 'memory'] as const)('the event log over the %s store', (
 })
 
 describe('the log\'s cache of events read', () => {
+  it('reads from the store only the events of a page it has not cached, each in its place', async () => {
+    const store = new MemoryEventStore()
+    const writer = new EventLog(store, types, { retentionDays: 2 })
+    await writer.ingest('pms', 'live', [checked(0, 'a', 'guest.created'), checked(1, 'b', 'guest.created'), checked(2, 'c', 'guest.created')])
+    const all = parse((await writer.list(viewer(), {}, 1, 3)).json)
+    expect(all.map((e) => (e.object as { id: string }).id)).toEqual(['g-a', 'g-b', 'g-c'])
+    // Another instance, whose cache comes to hold the middle event only.
+    const reader = new EventLog(store, types, { retentionDays: 2, cachedEvents: 10 })
+    expect(parse((await reader.list(viewer(), {}, 2, 1)).json)).toEqual([all[1]])
+    expect(parse((await reader.list(viewer(), {}, 1, 3)).json)).toEqual(all)
+  })
+
   it('keeps the JSON of events read, so one gone from Redis is still listed; without a cache it is left out', async () => {
     for (const cached of [10, 0]) {
       const prefix = testPrefix()

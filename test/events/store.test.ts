@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
-import { afterAll, describe, expect, it } from 'vitest'
-import { MemoryEventStore, PRESENT_FIRST, RedisEventStore, type EventStore, type NewEvent, type PageQuery } from '../../src/events/store.js'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
+import { EXPIRY_GRACE_MS, MemoryEventStore, partitionPrefix, PRESENT_FIRST, RedisEventStore, type EventStore, type NewEvent, type PageQuery } from '../../src/events/store.js'
 import { UlidFactory } from '../../src/events/ulid.js'
 import { prng } from '../../mocks/random.js'
 import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
@@ -136,6 +136,87 @@ describe('the event store', () => {
       `${own}ev:{acme:live}:t:guest.created`, `${own}ev:{src:pms}:d:k`,
     ])
     await removePrefix(redis, own)
+  })
+})
+
+describe('the event store\'s retention', () => {
+  const all: Omit<PageQuery, 'types'> = { properties: '*', withoutProperty: false, from: 0, to: Number.MAX_SAFE_INTEGER, offset: 0, limit: 10 }
+
+  it('pages events in ULID order whatever order they were written in (a retry writes the id it claimed earlier)', async () => {
+    for (const store of [new RedisEventStore(redis, `${prefix}order:`), new MemoryEventStore()]) {
+      const partition = { brand: 'acme', mode: 'live' } as const
+      const ulids = new UlidFactory()
+      const now = Date.now()
+      const [earlier, later] = [ulids.next(now), ulids.next(now)]
+      const made = (ulid: typeof earlier): NewEvent => ({ ulid: ulid.text, millis: ulid.millis, type: 'guest.created', propertyId: null, record: '{}\n{}' })
+      await store.append(partition, [made(later)], times)
+      await store.append(partition, [made(earlier)], times)
+      expect(await store.page(partition, { ...all, types: ['guest.created'] })).toEqual({ total: 2, ulids: [earlier.text, later.text] })
+    }
+  })
+
+  it('drops from the indexes, as it appends, the events older than the oldest kept, and keeps one of that very time', async () => {
+    for (const store of [new RedisEventStore(redis, `${prefix}oldest:`), new MemoryEventStore()]) {
+      const partition = { brand: 'acme', mode: 'live' } as const
+      const ulids = new UlidFactory()
+      const at = Date.now() - 10
+      const made = (millis: number): NewEvent => { const ulid = ulids.next(millis); return { ulid: ulid.text, millis: ulid.millis, type: 'guest.created', propertyId: null, record: '{}\n{}' } }
+      const [old, edge, fresh] = [made(at), made(at + 1), made(at + 2)]
+      await store.append(partition, [old, edge], times)
+      await store.append(partition, [fresh], { ...times, oldest: at + 1 })
+      expect(await store.page(partition, { ...all, types: ['guest.created'] })).toEqual({ total: 2, ulids: [edge.ulid, fresh.ulid] })
+    }
+  })
+
+  it('keeps an event an hour past its retention (the grace), and its indexes as long', async () => {
+    for (const namespace of [`${prefix}grace:`, undefined]) {
+      const store = namespace === undefined ? new MemoryEventStore() : new RedisEventStore(redis, namespace)
+      const partition = { brand: 'acme', mode: 'live' } as const
+      // Past the retention by half the grace.
+      const ulid = new UlidFactory().next(Date.now() - DAY - EXPIRY_GRACE_MS / 2)
+      const event: NewEvent = { ulid: ulid.text, millis: ulid.millis, type: 'guest.created', propertyId: null, record: '{"n":1}\n{}' }
+      await store.append(partition, [event], times)
+      expect(await store.records(partition, [event.ulid])).toEqual(['{"n":1}\n{}'])
+      expect(await store.get(partition, event.ulid)).toBe('{"n":1}\n{}')
+      if (namespace !== undefined) {
+        const ttl = await redis.pttl(`${partitionPrefix(namespace, partition)}t:guest.created`)
+        expect(ttl > DAY && ttl <= DAY + EXPIRY_GRACE_MS).toBe(true)
+      }
+    }
+  })
+})
+
+describe('the memory store\'s clock', () => {
+  afterEach(() => { vi.useRealTimers() })
+  const at = 1_700_000_000_000
+
+  it('forgets a copy record once its lifetime is over', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(at)
+    const store = new MemoryEventStore()
+    const claim = { dedupe: 'k', brand: 'acme', ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E2' }
+    expect(await store.claim('pms', [claim], 1000)).toEqual([undefined])
+    vi.setSystemTime(at + 999)
+    expect(await store.claim('pms', [{ ...claim, ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E3' }], 1000)).toEqual([{ brand: 'acme', ulid: claim.ulid }])
+    vi.setSystemTime(at + 1000)
+    expect(await store.claim('pms', [{ ...claim, ulid: '01JDZ8Q3W4X5Y6Z7A8B9C0D1E4' }], 1000)).toEqual([undefined])
+  })
+
+  it('lists and reads an event until its expiry, the retention and the grace after its time, and not from then on', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(at)
+    const store = new MemoryEventStore()
+    const partition = { brand: 'acme', mode: 'live' } as const
+    const event: NewEvent = { ulid: new UlidFactory().next(at).text, millis: at, type: 'guest.created', propertyId: null, record: '{}\n{}' }
+    const retention = { oldest: 0, retentionMs: 1000 }
+    await store.append(partition, [event], retention)
+    const query: PageQuery = { types: ['guest.created'], properties: '*', withoutProperty: false, from: 0, to: Number.MAX_SAFE_INTEGER, offset: 0, limit: 10 }
+    vi.setSystemTime(at + 1000 + EXPIRY_GRACE_MS - 1)
+    expect(await store.page(partition, query)).toEqual({ total: 1, ulids: [event.ulid] })
+    expect(await store.get(partition, event.ulid)).toBe('{}\n{}')
+    vi.setSystemTime(at + 1000 + EXPIRY_GRACE_MS)
+    expect(await store.page(partition, query)).toEqual({ total: 0, ulids: [] })
+    expect(await store.get(partition, event.ulid)).toBeNull()
   })
 })
 
