@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
@@ -48,6 +48,16 @@ export async function mutatePatterns(): Promise<string[]> {
 /** The modules the config mutates, in its order. */
 export function modulesOf(patterns: string[]): string[] {
   return patterns.filter((p) => !p.startsWith('!')).map((p) => p.replace(/\/\*\*.*$/, ''))
+}
+
+/**
+ * The files the config mutates, by module: each module's `.ts` files under its folder, less
+ * those a `!` pattern leaves out (a file, or a folder ending in `/**`).
+ */
+export function sourcesOf(patterns: string[], list: (dir: string) => string[]): Record<string, string[]> {
+  const left = patterns.filter((p) => p.startsWith('!')).map((p) => p.slice(1))
+  const out = (file: string): boolean => left.some((p) => (p.endsWith('/**') ? file.startsWith(p.slice(0, -2)) : file === p))
+  return Object.fromEntries(modulesOf(patterns).map((m) => [m, list(m).filter((file) => file.endsWith('.ts') && !out(file)).sort()]))
 }
 
 /** The patterns for some modules only, keeping every file left out. */
@@ -124,7 +134,7 @@ function oneLine(text: string | undefined): string {
 }
 
 /** docs/mutation/README.md for a report and the reasons given for its survivors. */
-export function mutationSummary(report: Report, accepted: Accepted, modules: string[]): string {
+export function mutationSummary(report: Report, accepted: Accepted, modules: string[], sources: Record<string, string[]> = {}): string {
   const lines = [
     '# Mutation testing',
     '',
@@ -150,7 +160,10 @@ export function mutationSummary(report: Report, accepted: Accepted, modules: str
     }
     const mutants = files.flatMap((file) => report.files[file]?.mutants ?? [])
     const t = tally(mutants)
-    lines.push(`| \`${module}\` | ${mutants.length} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.noCoverage} | ${t.ignored} | ${t.errors} | ${score(t)} |`)
+    // A module whose runs so far covered some of its files: its score is theirs, not the module's.
+    const notRun = (sources[module] ?? []).filter((file) => !files.includes(file))
+    const name = notRun.length === 0 ? `\`${module}\`` : `\`${module}\` (${files.length} of ${files.length + notRun.length} files; not run: ${notRun.map((file) => file.slice(module.length + 1)).join(', ')})`
+    lines.push(`| ${name} | ${mutants.length} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.noCoverage} | ${t.ignored} | ${t.errors} | ${score(t)} |`)
     for (const file of files) {
       const alive = (report.files[file]?.mutants ?? [])
         .filter((m) => m.status === 'Survived' || m.status === 'NoCoverage')
@@ -172,13 +185,19 @@ export function mutationSummary(report: Report, accepted: Accepted, modules: str
   return `${lines.join('\n')}\n`
 }
 
+/** Every file under `dir`, as a path from the project's root. */
+export function filesUnder(dir: string): string[] {
+  return existsSync(dir) ? readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((file) => `${dir}/${file}`) : []
+}
+
 function readJson<T>(file: string): T | undefined {
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as T) : undefined
 }
 
 async function writeSummary(): Promise<void> {
   const report = readJson<Report>(REPORT_FILE) ?? { files: {} }
-  writeFileSync(SUMMARY_FILE, mutationSummary(report, readJson<Accepted>(ACCEPTED_FILE) ?? {}, modulesOf(await mutatePatterns())))
+  const patterns = await mutatePatterns()
+  writeFileSync(SUMMARY_FILE, mutationSummary(report, readJson<Accepted>(ACCEPTED_FILE) ?? {}, modulesOf(patterns), sourcesOf(patterns, filesUnder)))
   console.log(`wrote ${SUMMARY_FILE}`)
 }
 

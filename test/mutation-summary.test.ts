@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import {
-  ACCEPTED_FILE, REPORT_FILE, SUMMARY_FILE, UNIT_TEST_FILES, mergeReports, modulesOf, mutantKey, mutatePatterns, mutationSummary, patternsFor, unitTestFilesFor,
+  ACCEPTED_FILE, REPORT_FILE, SUMMARY_FILE, UNIT_TEST_FILES, filesUnder, mergeReports, modulesOf, mutantKey, mutatePatterns, mutationSummary, patternsFor, sourcesOf, unitTestFilesFor,
   type Accepted, type Report,
 } from '../scripts/mutation.js'
 
@@ -17,7 +17,22 @@ const accepted = JSON.parse(readFileSync(ACCEPTED_FILE, 'utf8')) as Accepted
 describe('the mutation summary', () => {
   it('is the one generated from the report and the reasons given', async () => {
     expect(readFileSync(SUMMARY_FILE, 'utf8'), 'run `npm run build && npm run mutation -- --summary`')
-      .toBe(mutationSummary(report, accepted, modulesOf(await mutatePatterns())))
+      .toBe(mutationSummary(report, accepted, modulesOf(await mutatePatterns()), sourcesOf(await mutatePatterns(), filesUnder)))
+  })
+
+  it('names the files of a module that no run has covered yet, beside the score of those that were', () => {
+    const sample = { files: { 'src/webhooks/rules.ts': { mutants: [mutant('1', 'Killed', 1, 1), mutant('2', 'Survived', 2, 1)] } } } as unknown as Report
+    const text = mutationSummary(sample, {}, ['src/webhooks'], { 'src/webhooks': ['src/webhooks/deliveries.ts', 'src/webhooks/rules.ts', 'src/webhooks/service.ts'] })
+    expect(text).toContain('| `src/webhooks` (1 of 3 files; not run: deliveries.ts, service.ts) | 2 | 1 | 0 | 1 | 0 | 0 | 0 | 50.0 % |\n')
+  })
+
+  it('takes a module\'s files from its folder, less those the config leaves out', () => {
+    const tree: Record<string, string[]> = {
+      'src/portal': ['src/portal/links.ts', 'src/portal/web/main.ts', 'src/portal/web/style.css', 'src/portal/README.md'],
+      'src/keys': ['src/keys/store.ts', 'src/keys/cli.ts'],
+    }
+    expect(sourcesOf(['src/keys/**/*.ts', 'src/portal/**/*.ts', '!src/portal/web/**', '!src/keys/cli.ts'], (dir) => tree[dir] ?? []))
+      .toEqual({ 'src/keys': ['src/keys/store.ts'], 'src/portal': ['src/portal/links.ts'] })
   })
 
   it('gives reasons only for mutants that survive in the report', () => {
