@@ -28,7 +28,7 @@ describe('the mutation summary', () => {
 
   it('takes a module\'s files from its folder, less those the config leaves out', () => {
     const tree: Record<string, string[]> = {
-      'src/portal': ['src/portal/links.ts', 'src/portal/web/main.ts', 'src/portal/web/style.css', 'src/portal/README.md'],
+      'src/portal': ['src/portal/links.ts', 'src/portal/web/main.ts', 'src/portal/web/style.css', 'src/portal/notes.txt'],
       'src/keys': ['src/keys/store.ts', 'src/keys/cli.ts'],
     }
     expect(sourcesOf(['src/keys/**/*.ts', 'src/portal/**/*.ts', '!src/portal/web/**', '!src/keys/cli.ts'], (dir) => tree[dir] ?? []))
