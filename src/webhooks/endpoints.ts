@@ -125,8 +125,8 @@ redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 1
 `
 
-// Gives the free leases of KEYS[1] (at most ARGV limit) to the deliveries asleep in KEYS[2],
-// oldest first, each until `leaseEnd`; returns their ids, to wake. Used by the two scripts below.
+// Gives the free leases of `slot` (at most `limit`) to the deliveries asleep in `park`, oldest
+// first, each until `leaseEnd`; appends their ids to `woken`, to wake. Used by ACQUIRE and RELEASE.
 const HAND_OVER = `
 local function handOver(slot, park, limit, leaseEnd, woken)
   while redis.call('ZCARD', slot) < limit do
@@ -171,13 +171,23 @@ if result[1] == 1 then table.insert(result, 2, redis.call('HGET', KEYS[3], ARGV[
 return result
 `
 
+// Frees `holder`'s lease in `slot` (and any lapsed before `now`) and hands the free leases on
+// (HAND_OVER), appending the woken deliveries to `woken`. Used by RELEASE_SCRIPT and
+// RECORD_DELIVERED_SCRIPT.
+const RELEASE = `${HAND_OVER}
+local function release(slot, park, holder, now, leaseEnd, limit, woken)
+  redis.call('ZREM', slot, holder)
+  redis.call('ZREMRANGEBYSCORE', slot, '-inf', now)
+  local before = #woken
+  handOver(slot, park, limit, leaseEnd, woken)
+  if #woken > before then redis.call('PEXPIREAT', slot, leaseEnd) end
+end
+`
+
 // KEYS slot, park; ARGV holder, now, lease end, limit. The parked deliveries the freed lease (and any lapsed one) went to.
-const RELEASE_SCRIPT = `${HAND_OVER}
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+const RELEASE_SCRIPT = `${RELEASE}
 local woken = {}
-handOver(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[3], woken)
-if #woken > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
+release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), woken)
 return woken
 `
 
@@ -202,8 +212,12 @@ return admitted
 // that its event was received (recoveries.ts: what a recovery of failed events leaves out), in
 // one call; only while the endpoint exists. When the endpoint was not failing (so its
 // bookkeeping writes nothing), the holder's lease is freed too, as RELEASE_SCRIPT frees it.
+// "Not failing" is rules.ts `afterSuccess`'s test (`failingSince` null: nothing to write),
+// read here from the record's JSON (a string field cannot hold that text: its quotes are
+// escaped). When it does not hold, the lease stays with its holder, which frees it after
+// writing the bookkeeping.
 // {record, 1 when freed, the parked deliveries the lease went to...}; {''} when it is gone.
-const RECORD_DELIVERED_SCRIPT = `${HAND_OVER}
+const RECORD_DELIVERED_SCRIPT = `${RELEASE}
 local record = redis.call('HGET', KEYS[1], ARGV[1])
 if not record then return {''} end
 redis.call('LPUSH', KEYS[2], ARGV[2])
@@ -217,10 +231,7 @@ end
 local result = {record, 0}
 if ARGV[9] ~= '' and string.find(record, '"failingSince":null', 1, true) then
   result[2] = 1
-  redis.call('ZREM', KEYS[4], ARGV[9])
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[10])
-  handOver(KEYS[4], KEYS[5], tonumber(ARGV[12]), ARGV[11], result)
-  if #result > 2 then redis.call('PEXPIREAT', KEYS[4], ARGV[11]) end
+  release(KEYS[4], KEYS[5], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12]), result)
 end
 return result
 `
