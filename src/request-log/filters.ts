@@ -8,7 +8,7 @@ import type { RequestLogEntry } from './entry.js'
 // template of the route table, with the nearest suggested) and `code` (one of the catalog).
 //
 // Each entry is indexed by a line of its filterable fields (`indexLine`), so a page is found
-// by reading these lines, never every entry's JSON.
+// by reading these lines, never every entry's JSON; `matchLine` is the rule a line passes by.
 
 export interface RequestLogFilters {
   status?: { kind: 'exact'; status: number } | { kind: 'class'; first: number } | { kind: 'errors' }
@@ -119,7 +119,11 @@ export function filtersFields(filters: RequestLogFilters): boolean {
   return filters.status !== undefined || filters.method !== undefined || filters.route !== undefined || filters.code !== undefined || filters.idempotencyKey !== undefined
 }
 
-/** The id of an index line when it passes the filters; undefined otherwise. */
+/**
+ * The id of an index line when it passes the filters; undefined otherwise. The rule stated in
+ * TypeScript: the gateway matches a page inside Redis (store.ts, PAGE_SCRIPT), and the tests
+ * hold that script to this function, line by line and page by page.
+ */
 export function matchLine(line: string, filters: RequestLogFilters): string | undefined {
   const parts = line.split(' ')
   if (parts.length !== 6) return undefined
