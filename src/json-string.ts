@@ -15,3 +15,10 @@ export function quoted(value: string): string {
 export function maybeQuoted(value: string | null): string {
   return value === null ? 'null' : quoted(value)
 }
+
+/** Strings as the items of a JSON array (without its brackets). */
+export function quotedList(values: readonly string[]): string {
+  let items = ''
+  for (const value of values) items += items === '' ? quoted(value) : `,${quoted(value)}`
+  return items
+}

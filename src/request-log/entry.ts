@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { maybeQuoted, quoted } from '../json-string.js'
+import { maybeQuoted, quoted, quotedList } from '../json-string.js'
 
 // One entry of the request log (docs/partners.md, "The request log"): made after the answer
 // from what the request already knows (its route's policy, the problem's code, the cache's
@@ -130,11 +130,9 @@ export function entryOf(request: FastifyRequest, reply: FastifyReply, status: nu
  * a character JSON escapes), which costs a fraction of the generic serialiser's walk.
  */
 export function entryJson(record: RequestLogRecord): string {
-  let parameters = ''
-  for (const name of record.queryParameters) parameters += parameters === '' ? quoted(name) : `,${quoted(name)}`
   return `{"id":${quoted(record.id)},"at":"${new Date(record.atMs).toISOString()}","credentialId":${quoted(record.credentialId)}`
     + `,"secret":${maybeQuoted(record.secret)},"mode":${quoted(record.mode)},"method":${quoted(record.method)},"route":${maybeQuoted(record.route)}`
-    + `,"path":${quoted(record.path)},"queryParameters":[${parameters}],"status":${record.status},"code":${maybeQuoted(record.code)}`
+    + `,"path":${quoted(record.path)},"queryParameters":[${quotedList(record.queryParameters)}],"status":${record.status},"code":${maybeQuoted(record.code)}`
     + `,"durationMs":${record.durationMs},"cache":${maybeQuoted(record.cache)},"idempotencyKey":${maybeQuoted(record.idempotencyKey)}`
     + `,"replayed":${record.replayed},"clientIp":${maybeQuoted(record.clientIp)},"userAgent":${maybeQuoted(record.userAgent)},"traceId":${maybeQuoted(record.traceId)}}`
 }
@@ -146,10 +144,8 @@ export function entryJson(record: RequestLogRecord): string {
  * the JSON again (`storedEntryJson`).
  */
 export function storedEntry(record: RequestLogRecord): string {
-  let parameters = ''
-  for (const name of record.queryParameters) parameters += parameters === '' ? quoted(name) : `,${quoted(name)}`
   return `[${quoted(record.id)},${record.atMs},${maybeQuoted(record.secret)},${quoted(record.method)},${maybeQuoted(record.route)},${quoted(record.path)}`
-    + `,[${parameters}],${record.status},${maybeQuoted(record.code)},${record.durationMs},${maybeQuoted(record.cache)},${maybeQuoted(record.idempotencyKey)}`
+    + `,[${quotedList(record.queryParameters)}],${record.status},${maybeQuoted(record.code)},${record.durationMs},${maybeQuoted(record.cache)},${maybeQuoted(record.idempotencyKey)}`
     + `,${record.replayed},${maybeQuoted(record.clientIp)},${maybeQuoted(record.userAgent)},${maybeQuoted(record.traceId)}]`
 }
 
@@ -163,6 +159,13 @@ export function storedRecord(stored: string, credentialId: string, mode: string)
     id, atMs, credentialId, secret, mode: mode as RequestLogRecord['mode'], method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey,
     replayed, clientIp, userAgent, traceId,
   }
+}
+
+/** An entry Redis keeps, as a partner reads it (the CSV export's rows); one kept whole as JSON, as before this form, as it is. */
+export function storedEntryOf(stored: string, credentialId: string, mode: string): RequestLogEntry {
+  if (stored.startsWith('{')) return JSON.parse(stored) as RequestLogEntry
+  const { atMs, ...fields } = storedRecord(stored, credentialId, mode)
+  return { ...fields, at: new Date(atMs).toISOString() }
 }
 
 /** The JSON of an entry Redis keeps (an entry kept whole as JSON, as before this form, as it is). */

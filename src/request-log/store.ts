@@ -1,5 +1,5 @@
 import type { RedisClient } from '../redis.js'
-import { storedEntry, storedEntryJson, type RequestLogEntry, type RequestLogRecord } from './entry.js'
+import { storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
 import { filtersFields, indexLine, type RequestLogFilters } from './filters.js'
 
 // Where the request log lives (docs/architecture.md, "The request log"). Per credential and
@@ -284,7 +284,7 @@ export class RequestLogStore {
       const chunk = await this.redis.zrevrangebyscore(lines, `(${before}`, min, 'LIMIT', from, EXPORT_CHUNK)
       if (chunk.length > 0) {
         const found = await this.redis.hmget(entries, ...chunk.map((line) => line.slice(0, line.indexOf(' '))))
-        yield found.filter((stored): stored is string => stored !== null).map((stored) => JSON.parse(storedEntryJson(stored, credentialId, mode)) as RequestLogEntry)
+        yield found.filter((stored): stored is string => stored !== null).map((stored) => storedEntryOf(stored, credentialId, mode))
       }
       if (chunk.length < EXPORT_CHUNK) return
     }
