@@ -40,7 +40,8 @@ describe('what a request may ask for', () => {
     expect(refusal(() => recoveryInput({}, NOW, RETENTION))).toEqual(bad('since', 'REQUIRED', 'since is required: the start of the time range to recover.'))
     expect(refusal(() => recoveryInput(undefined, NOW, RETENTION))).toEqual(bad('since', 'REQUIRED', 'since is required: the start of the time range to recover.'))
     const format = 'since must be an RFC 3339 date-time with an offset, such as 2026-11-20T08:00:00Z.'
-    for (const since of ['2026-11-28', '2026-11-28T10:00:00', 12, '2026-02-30T10:00:00Z', null]) {
+    // A list holding a date-time is not one (its text would be).
+    for (const since of ['2026-11-28', '2026-11-28T10:00:00', 12, '2026-02-30T10:00:00Z', null, ['2026-11-28T10:00:00Z']]) {
       expect(refusal(() => recoveryInput({ since }, NOW, RETENTION))).toEqual(bad('since', 'INVALID_FORMAT', format))
     }
     expect(refusal(() => recoveryInput({ since: new Date(NOW - RETENTION - 1).toISOString() }, NOW, RETENTION)))
