@@ -1,0 +1,345 @@
+import { SpanStatusCode, type Span } from '@opentelemetry/api'
+import { Redis } from 'ioredis'
+import pino from 'pino'
+import { Webhook } from 'standardwebhooks'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { CheckedEvent } from '../../src/events/cloudevents.js'
+import { EventLog } from '../../src/events/log.js'
+import { MemoryEventStore } from '../../src/events/store.js'
+import { EventTypes } from '../../src/events/types.js'
+import type { Principal } from '../../src/keys/principal.js'
+import { RedisKeyStore } from '../../src/keys/store.js'
+import type { Tracing } from '../../src/tracing/tracing.js'
+import { Deliveries, type DeliverySettings } from '../../src/webhooks/deliveries.js'
+import { EndpointStore, secretContext, type AttemptOutcome } from '../../src/webhooks/endpoints.js'
+import { RecoveryStore } from '../../src/webhooks/recoveries.js'
+import { SecretBox } from '../../src/webhooks/secrets.js'
+import { WebhookEndpoints, type WebhookSettings } from '../../src/webhooks/service.js'
+import { Receiver } from '../helpers/receiver.js'
+import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+
+// The paths of a delivery that the everyday ones (worker.test.ts) do not take, without a
+// gateway: an endpoint deleted while its delivery waits, signing secrets sealed under a
+// previous key or under none configured, a reloaded configuration, the attempt's span, and a
+// shutdown with an attempt in flight. Each asserts what the partner's endpoint receives, the
+// attempts the partner lists, the endpoint's record, and what operators are told.
+
+const WAIT_MS = 20_000
+const HOTEL = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
+const redis = new Redis(REDIS_URL)
+const prefix = testPrefix()
+const types = new EventTypes([
+  { type: 'property.updated', publisher: 'pms', internalType: 'hotel.changed', scope: 'properties:read', brand: 'chain', property: 'hotel', object: { type: 'property', id: 'hotel', path: '/v1/properties/{id}' } },
+  { type: 'guest.created', publisher: 'crm', internalType: 'guest.new', scope: 'guests:read', brand: 'chain', object: { type: 'guest', id: 'guest', path: '/v1/guests/{id}' } },
+])
+const keys = new RedisKeyStore(redis, prefix)
+const KEY = 'k'.repeat(32)
+const box = new SecretBox(KEY)
+const receiver = new Receiver()
+const connections: Redis[] = []
+const running: Deliveries[] = []
+
+const settings: DeliverySettings = {
+  deliveryTimeoutMs: 1500, retrySchedule: [0.05, 0.05], disableAfterHours: 1, endpointConcurrency: 1, deliveryWorkers: 4, deliveryLockSeconds: 5,
+  allowPrivateTargets: true, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, retentionDays: 1,
+}
+const webhookSettings: WebhookSettings = { maxEndpointsPerCredential: 3, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, allowHttp: true, allowPrivateTargets: true }
+
+/** What one instance told its metrics: each attempt's outcome and seconds, and the unreadable secrets it met. */
+interface Told {
+  attempts: [AttemptOutcome, number][]
+  unreadable: number
+}
+
+/** A span as an exporter would get it: its name, attributes, status, and whether it ended. */
+interface SpanSeen {
+  name: string
+  attributes: Record<string, unknown>
+  status: SpanStatusCode | undefined
+  ended: boolean
+}
+
+/** Tracing that keeps the spans of attempts as they are written. */
+function recordingTracing(spans: SpanSeen[]): Tracing {
+  return {
+    startLinkedClientSpan: (name: string) => {
+      const seen: SpanSeen = { name, attributes: {}, status: undefined, ended: false }
+      spans.push(seen)
+      const span = {
+        setAttribute: (key: string, value: unknown) => { seen.attributes[key] = value; return span },
+        setAttributes: (values: Record<string, unknown>) => { Object.assign(seen.attributes, values); return span },
+        setStatus: (status: { code: SpanStatusCode }) => { seen.status = status.code; return span },
+        end: () => { seen.ended = true },
+      }
+      return span as unknown as Span
+    },
+  } as unknown as Tracing
+}
+
+interface InstanceOptions {
+  over?: Partial<DeliverySettings>
+  /** The keys this instance opens secrets with (the service seals with `box`). */
+  box?: SecretBox
+  tracing?: Tracing
+}
+
+/** One instance's deliveries (working) over `store` and `log`. */
+function instance(store: EndpointStore, log: EventLog, options: InstanceOptions = {}) {
+  const told: Told = { attempts: [], unreadable: 0 }
+  const deliveries = new Deliveries({
+    settings: { ...settings, ...options.over }, store, log, keys, box: options.box ?? box, logger: pino({ level: 'silent' }), work: true, userAgent: 'partner-gateway-test/1',
+    connection: () => {
+      const client = new Redis(REDIS_URL, { maxRetriesPerRequest: null })
+      connections.push(client)
+      return client
+    },
+    sleepMs: () => 200,
+    onAttempt: (outcome, seconds) => { told.attempts.push([outcome, seconds]) },
+    onSecretUnreadable: () => { told.unreadable += 1 },
+    ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
+    recoveries: new RecoveryStore(redis, store),
+  })
+  deliveries.start()
+  running.push(deliveries)
+  return { deliveries, told }
+}
+
+let namespaces = 0
+
+/** A log, a store, one instance's deliveries and the service (sealing with `box`), under a namespace of their own. */
+function world(options: InstanceOptions = {}) {
+  namespaces += 1
+  const log = new EventLog(new MemoryEventStore(), types, { retentionDays: 1 })
+  const store = new EndpointStore(redis, `${prefix}w${namespaces}:`)
+  const { deliveries, told } = instance(store, log, options)
+  const service = new WebhookEndpoints({ store, deliveries, log, box, settings: webhookSettings })
+  return { log, store, deliveries, told, service }
+}
+
+/** Stops an instance, as a shutdown does. */
+async function shutDown(deliveries: Deliveries): Promise<void> {
+  running.splice(running.indexOf(deliveries), 1)
+  await deliveries.close()
+}
+
+let acme: Principal
+
+beforeAll(async () => {
+  await receiver.listen()
+  const keyId = (await keys.create({ brand: 'acme', mode: 'live', properties: '*' })).record.id
+  acme = { keyId, kind: 'apiKey', brand: 'acme', mode: 'live', properties: 'all', rateLimit: null, scopes: 'all' } as Principal
+})
+
+afterAll(async () => {
+  receiver.answerHeld(200)
+  for (const deliveries of running) await deliveries.close()
+  await receiver.close()
+  await removePrefix(redis, prefix)
+  for (const client of connections) client.disconnect()
+  redis.disconnect()
+})
+
+function checked(index: number, id: string, type: 'property.updated' | 'guest.created' = 'property.updated'): CheckedEvent {
+  return type === 'property.updated'
+    ? { index, id, internalType: 'hotel.changed', traceparent: undefined, mapped: { type, brand: 'acme', propertyId: HOTEL, object: { type: 'property', id: HOTEL, path: `/v1/properties/${HOTEL}` } } }
+    : { index, id, internalType: 'guest.new', traceparent: undefined, mapped: { type, brand: 'acme', propertyId: null, object: { type: 'guest', id: 'g1', path: '/v1/guests/g1' } } }
+}
+
+/** A fresh path on the receiver, answered by `answer` (n counts this path's requests from 1). */
+function path(name: string, answer: (n: number) => number | 'hang' = () => 200): string {
+  let count = 0
+  const previous = receiver.behaviour
+  receiver.behaviour = (n, request) => {
+    if (request.path !== `/${name}`) return previous(n, request)
+    count += 1
+    return answer(count)
+  }
+  return `${receiver.url}/${name}`
+}
+
+const at = (name: string) => receiver.received.filter((r) => r.path === `/${name}`)
+
+/** The event's id, as the ingest answered it. */
+async function ingest(log: EventLog, event: CheckedEvent): Promise<string> {
+  const [outcome] = await log.ingest(event.mapped?.type === 'guest.created' ? 'crm' : 'pms', 'live', [event])
+  return (outcome as { eventId: string }).eventId
+}
+
+/** Whether the request verifies with `secret` as the partner verifies it. */
+function verifies(secret: string, request: (typeof receiver.received)[number] | undefined): boolean {
+  try {
+    new Webhook(secret).verify(request?.body as string, {
+      'webhook-id': String(request?.headers['webhook-id']), 'webhook-timestamp': String(request?.headers['webhook-timestamp']), 'webhook-signature': String(request?.headers['webhook-signature']),
+    })
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe('an endpoint deleted while its delivery waits', () => {
+  it('ends the delivery when it wakes, sending nothing and listing no attempt', async () => {
+    const { service, log, deliveries } = world()
+    const made = (await (service.prepareCreate(acme, { url: path('deleted', (n) => (n === 1 ? 'hang' : 200)), eventTypes: ['property.updated'] }))()).data as { id: string }
+    await ingest(log, checked(0, 'src-del-1'))
+    expect(await eventually(async () => at('deleted').length === 1, WAIT_MS)).toBe(true)
+    // The second waits for the one lease, held by the first attempt (no answer yet).
+    const waiting = await ingest(log, checked(0, 'src-del-2'))
+    const jobId = `${waiting.slice(4)}.${made.id}`
+    expect(await eventually(async () => (await deliveries.queue.getJob(jobId))?.attemptsMade === 0 && (await deliveries.queue.getJobState(jobId)) === 'delayed', WAIT_MS)).toBe(true)
+    await service.remove(acme, made.id)
+    expect(await eventually(async () => (await deliveries.queue.getJobState(jobId)) === 'completed', WAIT_MS)).toBe(true)
+    expect((await deliveries.queue.getJob(jobId))?.returnvalue).toBe('endpoint deleted')
+    expect(receiver.of(waiting)).toEqual([])
+    expect(at('deleted')).toHaveLength(1)
+  })
+})
+
+describe('endpoints deleted before their deliveries are made', () => {
+  it('ends the waiting deliveries of a revoked credential\'s endpoints, which are deleted', async () => {
+    const { service, log, deliveries, store } = world()
+    const keyId = (await keys.create({ brand: 'acme', mode: 'live', properties: '*' })).record.id
+    const revoked = { ...acme, keyId }
+    const made = (await (service.prepareCreate(revoked, { url: path('revoked', (n) => (n === 1 ? 'hang' : 200)), eventTypes: ['property.updated'] }))()).data as { id: string }
+    await ingest(log, checked(0, 'src-rev-1'))
+    expect(await eventually(async () => at('revoked').length === 1, WAIT_MS)).toBe(true)
+    const waiting = await ingest(log, checked(0, 'src-rev-2'))
+    const jobId = `${waiting.slice(4)}.${made.id}`
+    expect(await eventually(async () => (await deliveries.queue.getJobState(jobId)) === 'delayed', WAIT_MS)).toBe(true)
+    await deliveries.removeEndpointsOf(keyId)
+    expect(await store.list(keyId)).toEqual([])
+    expect(await store.get(made.id)).toBeUndefined()
+    expect(await eventually(async () => (await deliveries.queue.getJobState(jobId)) === 'completed', WAIT_MS)).toBe(true)
+    expect((await deliveries.queue.getJob(jobId))?.returnvalue).toBe('endpoint deleted')
+    expect(receiver.of(waiting)).toEqual([])
+  })
+
+  it('refuses a test delivery asked for just before its endpoint was deleted, and queues nothing', async () => {
+    const { service, deliveries } = world()
+    const made = (await (service.prepareCreate(acme, { url: path('gone-manual'), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const send = await service.prepareTest(acme, made.id, {})
+    await service.remove(acme, made.id)
+    let refused: unknown
+    await send().catch((error: unknown) => { refused = error })
+    expect(refused).toMatchObject({ code: 'WEBHOOK_ENDPOINT_NOT_FOUND', status: 404 })
+    expect(await deliveries.queue.getJobCounts('wait', 'delayed', 'active', 'completed', 'failed')).toEqual({ wait: 0, delayed: 0, active: 0, completed: 0, failed: 0 })
+  })
+})
+
+describe('signing secrets and the keys that seal them', () => {
+  it('signs with a secret sealed under the previous key and seals it again under the current one', async () => {
+    // The service sealed under KEY; this instance has a new key, KEY being the previous one.
+    const keyChanged = new SecretBox('n'.repeat(32), [KEY])
+    const { service, log, store, told } = world({ box: keyChanged })
+    const made = (await (service.prepareCreate(acme, { url: path('previous'), eventTypes: ['property.updated'] }))()).data as { id: string; secret: string }
+    const sealedBefore = (await store.get(made.id))?.secrets[0]?.sealed as string
+    expect(keyChanged.open(sealedBefore, secretContext(made.id)).current).toBe(false)
+    const eventId = await ingest(log, checked(0, 'src-prev'))
+    expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+    expect(verifies(made.secret, receiver.of(eventId)[0])).toBe(true)
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 1, WAIT_MS)).toBe(true)
+    expect((await service.attempts(acme, made.id)).map((a) => [a.status, a.outcome])).toEqual([[200, 'delivered']])
+    // Sealed again: the new key alone opens it now, to the same secret.
+    const sealedAfter = (await store.get(made.id))?.secrets[0]?.sealed as string
+    expect(sealedAfter).not.toBe(sealedBefore)
+    expect(new SecretBox('n'.repeat(32)).open(sealedAfter, secretContext(made.id)).plain.toString('utf8')).toBe(made.secret)
+    expect(told.unreadable).toBe(0)
+  })
+
+  it('fails an attempt whose secret no configured key opens: nothing is sent, the attempt is listed as failed and counted', async () => {
+    const { service, log, told, deliveries } = world({ box: new SecretBox('x'.repeat(32)), over: { retrySchedule: [30] } })
+    const made = (await (service.prepareCreate(acme, { url: path('unreadable'), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const eventId = await ingest(log, checked(0, 'src-unreadable'))
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 1, WAIT_MS)).toBe(true)
+    expect(await service.attempts(acme, made.id)).toEqual([{ eventId, attempt: 1, at: expect.any(String) as unknown, status: null, outcome: 'failed', durationMs: 0 }])
+    expect(told.attempts).toEqual([['failed', 0]])
+    expect(told.unreadable).toBe(1)
+    // Retried on the schedule, with the reason operators see on the job.
+    const jobId = `${eventId.slice(4)}.${made.id}`
+    expect(await eventually(async () => (await deliveries.queue.getJob(jobId))?.failedReason === 'attempt failed: the signing secret cannot be opened', WAIT_MS)).toBe(true)
+    expect(await deliveries.queue.getJobState(jobId)).toBe('delayed')
+    expect(at('unreadable')).toEqual([])
+  })
+
+  it('leaves out a rotated-out secret no key opens, and signs with the current one alone', async () => {
+    const { service, log, store, told } = world()
+    const made = (await (service.prepareCreate(acme, { url: path('rotated-out'), eventTypes: ['property.updated'] }))()).data as { id: string; secret: string }
+    const rotated = (await (await service.prepareRotate(acme, made.id, undefined))()).data as { secret: string }
+    // The rotated-out secret, sealed under a key no longer configured.
+    const lost = new SecretBox('z'.repeat(32))
+    await store.update(made.id, (record) => ({
+      ...record, secrets: record.secrets.map((s) => (s.expiresAt === null ? s : { ...s, sealed: lost.seal(Buffer.from(made.secret), secretContext(made.id)) })),
+    }))
+    expect((await store.get(made.id))?.secrets.map((s) => s.expiresAt === null)).toEqual([true, false])
+    const eventId = await ingest(log, checked(0, 'src-rotated-out'))
+    expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+    const request = receiver.of(eventId)[0]
+    expect(String(request?.headers['webhook-signature']).split(' ')).toHaveLength(1)
+    expect(verifies(rotated.secret, request)).toBe(true)
+    expect(verifies(made.secret, request)).toBe(false)
+    expect(told.unreadable).toBeGreaterThanOrEqual(1)
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 1, WAIT_MS)).toBe(true)
+    expect((await service.attempts(acme, made.id)).map((a) => a.outcome)).toEqual(['delivered'])
+  })
+})
+
+describe('a reloaded configuration', () => {
+  it('makes its next attempt on a new connection, and the next failure reads its events.disableAfterHours', async () => {
+    const own = await new Receiver((_n, request) => (request.path === '/failing' ? 500 : 200)).listen()
+    try {
+      const { service, log, deliveries, store } = world()
+      await (service.prepareCreate(acme, { url: `${own.url}/kept`, eventTypes: ['property.updated'] }))()
+      const failing = (await (service.prepareCreate(acme, { url: `${own.url}/failing`, eventTypes: ['guest.created'] }))()).data as { id: string }
+      await ingest(log, checked(0, 'src-reload-1'))
+      expect(await eventually(async () => own.received.length === 1, WAIT_MS)).toBe(true)
+      deliveries.reconfigure({ ...settings, disableAfterHours: 0 })
+      // The next attempt comes on a connection of its own, not on the one kept before the reload.
+      await ingest(log, checked(0, 'src-reload-kept'))
+      expect(await eventually(async () => own.received.length === 2, WAIT_MS)).toBe(true)
+      expect(own.received[1]?.remotePort).not.toBe(own.received[0]?.remotePort)
+      // Failing throughout zero hours: its first failure disables it, with no retry (before the reload, three attempts and still enabled).
+      await ingest(log, checked(0, 'src-reload-2', 'guest.created'))
+      expect(await eventually(async () => (await store.get(failing.id))?.status === 'disabled', WAIT_MS)).toBe(true)
+      expect(await service.get(acme, failing.id)).toMatchObject({ status: 'disabled', disabledReason: 'failing' })
+      expect((await service.attempts(acme, failing.id)).map((a) => [a.attempt, a.status, a.outcome])).toEqual([[1, 500, 'failed']])
+    } finally {
+      await own.close()
+    }
+  })
+})
+
+describe('the span of each attempt', () => {
+  it('carries the event, the endpoint, the attempt, its outcome and status, and errs when not delivered', async () => {
+    const spans: SpanSeen[] = []
+    const { service, log } = world({ tracing: recordingTracing(spans) })
+    const made = (await (service.prepareCreate(acme, { url: path('traced', (n) => (n === 1 ? 503 : 200)), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const eventId = await ingest(log, checked(0, 'src-traced'))
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 2, WAIT_MS)).toBe(true)
+    expect(await eventually(async () => spans.filter((s) => s.ended).length === 2, WAIT_MS)).toBe(true)
+    const attributes = { 'gateway.webhook.event_id': eventId, 'gateway.webhook.endpoint_id': made.id }
+    expect(spans).toEqual([
+      { name: 'POST webhook', attributes: { ...attributes, 'gateway.webhook.attempt': 1, 'gateway.webhook.outcome': 'failed', 'http.response.status_code': 503 }, status: SpanStatusCode.ERROR, ended: true },
+      { name: 'POST webhook', attributes: { ...attributes, 'gateway.webhook.attempt': 2, 'gateway.webhook.outcome': 'delivered', 'http.response.status_code': 200 }, status: undefined, ended: true },
+    ])
+  })
+})
+
+describe('a shutdown with an attempt in flight', () => {
+  it('hands the attempt back uncounted, and another instance makes it', async () => {
+    const spans: SpanSeen[] = []
+    const { service, log, store, deliveries, told } = world({ tracing: recordingTracing(spans) })
+    const made = (await (service.prepareCreate(acme, { url: path('handed', (n) => (n === 1 ? 'hang' : 200)), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const eventId = await ingest(log, checked(0, 'src-handed'))
+    expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+    await shutDown(deliveries)
+    // Handed back, not failed: the span says so, and no attempt was counted as failed.
+    expect(spans[0]).toEqual({ name: 'POST webhook', attributes: { 'gateway.webhook.outcome': 'handed_back' }, status: undefined, ended: true })
+    expect(told.attempts.filter(([outcome]) => outcome !== 'delivered')).toEqual([])
+    // Back as it was: the attempt made after it (by another instance, or by this one before its worker stopped taking jobs) is the first, with the same webhook-id.
+    const next = instance(store, log)
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 1, WAIT_MS)).toBe(true)
+    expect((await service.attempts(acme, made.id)).map((a) => [a.eventId, a.attempt, a.status, a.outcome])).toEqual([[eventId, 1, 200, 'delivered']])
+    expect(receiver.of(eventId)).toHaveLength(2)
+    expect([...told.attempts, ...next.told.attempts].map(([outcome]) => outcome)).toEqual(['delivered'])
+  })
+})
