@@ -39,6 +39,8 @@ describe('urlProblem', () => {
     ['http://hooks.example.com/', 'url must use https'],
     ['ftp://hooks.example.com/', 'url must use https'],
     ['https://user:pass@hooks.example.com/', 'url must not hold a user name or password'],
+    ['https://user@hooks.example.com/', 'url must not hold a user name or password'],
+    ['https://:pw@hooks.example.com/', 'url must not hold a user name or password'],
     ['hooks.example.com', 'url must be an absolute https URL'],
     [`https://hooks.example.com/${'a'.repeat(2030)}`, 'url must be at most 2048 characters'],
   ])('refuses %s', (url, problem) => {
