@@ -25,7 +25,12 @@ export class Receiver {
   readonly open = new Set<number | undefined>()
   url = ''
 
-  constructor(public behaviour: Behaviour = () => 200) {
+  /**
+   * `keepAliveMs`: how long the server keeps an idle connection (and says so in `Keep-Alive`);
+   * Node's 5 s when not given. A test that must see a client close a connection itself gives a
+   * long one, so that the server closing it cannot pass for the client doing so.
+   */
+  constructor(public behaviour: Behaviour = () => 200, options: { keepAliveMs?: number } = {}) {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = []
       req.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -41,6 +46,7 @@ export class Receiver {
         res.writeHead(answer).end()
       })
     })
+    if (options.keepAliveMs !== undefined) this.server.keepAliveTimeout = options.keepAliveMs
     this.server.on('connection', (socket: Socket) => {
       const port = socket.remotePort
       this.open.add(port)
@@ -79,13 +85,13 @@ export class Receiver {
  * Receivers for the tests of the block this is called in: the function it returns starts one on
  * loopback, and each is closed after its test, whatever the test's outcome.
  */
-export function receiversClosedAfterEach(): (behaviour?: Behaviour) => Promise<Receiver> {
+export function receiversClosedAfterEach(): (behaviour?: Behaviour, options?: { keepAliveMs?: number }) => Promise<Receiver> {
   const open: Receiver[] = []
   afterEach(async () => {
     await Promise.all(open.splice(0).map((r) => r.close()))
   })
-  return async (behaviour) => {
-    const r = await new Receiver(behaviour).listen()
+  return async (behaviour, options) => {
+    const r = await new Receiver(behaviour, options).listen()
     open.push(r)
     return r
   }

@@ -2,6 +2,7 @@ import { request } from 'undici'
 import { afterEach, describe, expect, it } from 'vitest'
 import { BlockedAddressError } from '../../src/webhooks/addresses.js'
 import { EndpointConnections, type ConnectionOptions } from '../../src/webhooks/connections.js'
+import { freePort } from '../../bench/ports.js'
 import { receiversClosedAfterEach } from '../helpers/receiver.js'
 import { eventually } from '../helpers/redis.js'
 
@@ -23,6 +24,9 @@ function connections(over: Partial<ConnectionOptions> = {}): EndpointConnections
   return c
 }
 
+/** An idle time far beyond every wait below, for the tests of what closes a connection before it idles out. */
+const LONG_MS = 60_000
+
 async function post(c: EndpointConnections, url: string): Promise<number> {
   const answer = await request(url, { method: 'POST', dispatcher: c.of(url), body: '{}', headers: { 'content-type': 'application/json' } })
   await answer.body.dump()
@@ -42,14 +46,16 @@ describe('connections to endpoints', () => {
   })
 
   it('resolves and judges a name once per connection: again after its origin is forgotten', async () => {
-    const r = await receiver(() => 204)
+    // Neither side closes an idle connection for a minute here: only forgetting the origin closes them.
+    const r = await receiver(() => 204, { keepAliveMs: LONG_MS })
     const asked: string[] = []
-    const c = connections({ lookup: async (name) => { asked.push(name); return '127.0.0.1' } })
+    const c = connections({ idleMs: LONG_MS, lookup: async (name) => { asked.push(name); return '127.0.0.1' } })
     const url = `http://hooks.example:${new URL(r.url).port}/hook`
     for (let i = 0; i < 4; i += 1) await post(c, url)
     const ports = new Set(r.received.map((q) => q.remotePort))
     expect(ports.size).toBeLessThan(4)
     expect(asked).toEqual([...ports].map(() => 'hooks.example'))
+    expect(r.open.size).toBeGreaterThan(0)
     c.forgetUrl(url)
     expect(await eventually(async () => r.open.size === 0, 5000)).toBe(true)
     await post(c, url)
@@ -78,8 +84,9 @@ describe('connections to endpoints', () => {
   })
 
   it('keeps the origins used last: the one used longest ago closes when one more comes', async () => {
-    const [a, b, d] = [await receiver(() => 204), await receiver(() => 204), await receiver(() => 204)]
-    const c = connections({ maxOrigins: 2 })
+    // Neither side closes an idle connection for a minute here: b's closes because its pool is pushed out.
+    const [a, b, d] = [await receiver(() => 204, { keepAliveMs: LONG_MS }), await receiver(() => 204, { keepAliveMs: LONG_MS }), await receiver(() => 204, { keepAliveMs: LONG_MS })]
+    const c = connections({ maxOrigins: 2, idleMs: LONG_MS })
     await post(c, a.url)
     await post(c, b.url)
     await post(c, a.url)
@@ -90,12 +97,34 @@ describe('connections to endpoints', () => {
   })
 
   it('drops every connection at shutdown', async () => {
-    const [a, b] = [await receiver(() => 204), await receiver(() => 204)]
-    const c = connections()
+    // Neither side closes an idle connection for a minute here: only destroy closes them.
+    const [a, b] = [await receiver(() => 204, { keepAliveMs: LONG_MS }), await receiver(() => 204, { keepAliveMs: LONG_MS })]
+    const c = connections({ idleMs: LONG_MS })
     await post(c, a.url)
     await post(c, b.url)
+    expect([a.open.size, b.open.size]).toEqual([1, 1])
     await c.destroy()
     expect(c.size).toBe(0)
     expect(await eventually(async () => a.open.size + b.open.size === 0, 5000)).toBe(true)
+  })
+
+  it('fails a request whose connection is refused, with the refusal', async () => {
+    const port = await freePort()
+    const c = connections()
+    const error = await post(c, `http://127.0.0.1:${port}/hook`).then(() => undefined, (e: unknown) => e)
+    expect(error).toMatchObject({ code: 'ECONNREFUSED' })
+  })
+
+  it('fails a request whose host name does not resolve with the resolver\'s error, before the delivery timeout', async () => {
+    const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.example'), { code: 'ENOTFOUND' })
+    // The delivery timeout (which also bounds connecting) is far beyond the race's limit below,
+    // so a lookup failure left unreported shows as 'still waiting', not as a timeout error.
+    const c = connections({ timeoutMs: 120_000, lookup: async () => { throw notFound } })
+    const attempt = post(c, 'http://nowhere.example:8080/hook').then(() => 'answered', (e: unknown) => e)
+    let timer: NodeJS.Timeout | undefined
+    const waited = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still waiting'), 10_000) })
+    const outcome = await Promise.race([attempt, waited])
+    clearTimeout(timer)
+    expect(outcome).toBe(notFound)
   })
 })
