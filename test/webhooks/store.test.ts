@@ -307,6 +307,12 @@ function events(count: number, from: number): string[] {
   return Array.from({ length: count }, (_, i) => ulids.next(from + i * 1000).text)
 }
 
+
+/** Recovery wr_X of endpoint we_A over the day before T0, running, with `queued` events due. */
+function runningView(queued: number): RecoveryView {
+  return { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+}
+
 describe('recoveries', () => {
   function setup(over: { concurrency?: number; maxManual?: number; maxEvents?: number } = {}) {
     const { store: endpoints, base } = fresh()
@@ -544,7 +550,7 @@ describe('recoveries', () => {
     const { endpoints, store } = setup()
     await endpoints.create(endpoint('we_A'), 10)
     const due = events(2, T0 - 5000)
-    const view: RecoveryView = { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued: 2, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+    const view = runningView(2)
     await store.create(view, 'globex', 'test', due, T0)
     expect(await store.claim('we_B', 'wr_X', T0, 2, 100, 60_000)).toBeUndefined()
     expect(await store.claim('we_A', 'wr_NONE', T0, 2, 100, 60_000)).toBeUndefined()
@@ -564,7 +570,7 @@ describe('recoveries', () => {
     const { endpoints, store, queue, recoveries, at } = setup({ concurrency: 3 })
     await endpoints.create(endpoint('we_A'), 10)
     const due = events(4, T0 - 10_000)
-    const view: RecoveryView = { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued: 4, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+    const view = runningView(4)
     await store.create(view, 'acme', 'live', due, T0)
     // Claimed by an instance that died before queuing them.
     const claimed = await store.claim('we_A', 'wr_X', T0, 2, 100, 60_000)
@@ -584,7 +590,7 @@ describe('recoveries', () => {
     const { endpoints, store, queue, recoveries, at } = setup({ concurrency: 1 })
     await endpoints.create(endpoint('we_A'), 10)
     const due = events(2, T0 - 10_000)
-    const view: RecoveryView = { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued: 2, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+    const view = runningView(2)
     await store.create(view, 'acme', 'live', due, T0)
     const claimed = await store.claim('we_A', 'wr_X', T0, 1, 100, 60_000)
     const [waiting] = claimed?.jobIds as [string]
