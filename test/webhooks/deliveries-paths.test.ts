@@ -6,7 +6,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { CheckedEvent } from '../../src/events/cloudevents.js'
 import { EventLog } from '../../src/events/log.js'
 import { MemoryEventStore } from '../../src/events/store.js'
-import { EventTypes } from '../../src/events/types.js'
 import type { Principal } from '../../src/keys/principal.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
 import type { Tracing } from '../../src/tracing/tracing.js'
@@ -14,9 +13,10 @@ import { Deliveries, type DeliverySettings } from '../../src/webhooks/deliveries
 import { EndpointStore, secretContext, type AttemptOutcome } from '../../src/webhooks/endpoints.js'
 import { RecoveryStore } from '../../src/webhooks/recoveries.js'
 import { SecretBox } from '../../src/webhooks/secrets.js'
-import { WebhookEndpoints, type WebhookSettings } from '../../src/webhooks/service.js'
+import { WebhookEndpoints } from '../../src/webhooks/service.js'
 import { Receiver } from '../helpers/receiver.js'
 import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { checked, DELIVERY_SETTINGS, eventTypes, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
 
 // The paths of a delivery that the everyday ones (worker.test.ts) do not take, without a
 // gateway: an endpoint deleted while its delivery waits, signing secrets sealed under a
@@ -24,14 +24,9 @@ import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redi
 // shutdown with an attempt in flight. Each asserts what the partner's endpoint receives, the
 // attempts the partner lists, the endpoint's record, and what operators are told.
 
-const WAIT_MS = 20_000
-const HOTEL = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
 const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
-const types = new EventTypes([
-  { type: 'property.updated', publisher: 'pms', internalType: 'hotel.changed', scope: 'properties:read', brand: 'chain', property: 'hotel', object: { type: 'property', id: 'hotel', path: '/v1/properties/{id}' } },
-  { type: 'guest.created', publisher: 'crm', internalType: 'guest.new', scope: 'guests:read', brand: 'chain', object: { type: 'guest', id: 'guest', path: '/v1/guests/{id}' } },
-])
+const types = eventTypes()
 const keys = new RedisKeyStore(redis, prefix)
 const KEY = 'k'.repeat(32)
 const box = new SecretBox(KEY)
@@ -39,11 +34,8 @@ const receiver = new Receiver()
 const connections: Redis[] = []
 const running: Deliveries[] = []
 
-const settings: DeliverySettings = {
-  deliveryTimeoutMs: 1500, retrySchedule: [0.05, 0.05], disableAfterHours: 1, endpointConcurrency: 1, deliveryWorkers: 4, deliveryLockSeconds: 5,
-  allowPrivateTargets: true, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, retentionDays: 1,
-}
-const webhookSettings: WebhookSettings = { maxEndpointsPerCredential: 3, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, allowHttp: true, allowPrivateTargets: true }
+const settings = DELIVERY_SETTINGS
+const webhookSettings = WEBHOOK_SETTINGS
 
 /** What one instance told its metrics: each attempt's outcome and seconds, and the unreadable secrets it met. */
 interface Told {
@@ -139,23 +131,9 @@ afterAll(async () => {
   redis.disconnect()
 })
 
-function checked(index: number, id: string, type: 'property.updated' | 'guest.created' = 'property.updated'): CheckedEvent {
-  return type === 'property.updated'
-    ? { index, id, internalType: 'hotel.changed', traceparent: undefined, mapped: { type, brand: 'acme', propertyId: HOTEL, object: { type: 'property', id: HOTEL, path: `/v1/properties/${HOTEL}` } } }
-    : { index, id, internalType: 'guest.new', traceparent: undefined, mapped: { type, brand: 'acme', propertyId: null, object: { type: 'guest', id: 'g1', path: '/v1/guests/g1' } } }
-}
 
 /** A fresh path on the receiver, answered by `answer` (n counts this path's requests from 1). */
-function path(name: string, answer: (n: number) => number | 'hang' = () => 200): string {
-  let count = 0
-  const previous = receiver.behaviour
-  receiver.behaviour = (n, request) => {
-    if (request.path !== `/${name}`) return previous(n, request)
-    count += 1
-    return answer(count)
-  }
-  return `${receiver.url}/${name}`
-}
+const path = (name: string, answer?: (n: number) => number | 'hang'): string => receiverPath(receiver, name, answer)
 
 const at = (name: string) => receiver.received.filter((r) => r.path === `/${name}`)
 

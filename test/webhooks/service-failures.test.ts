@@ -3,15 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ApiError } from '../../src/contract/errors.js'
 import { EventLog } from '../../src/events/log.js'
 import { MemoryEventStore, RedisEventStore } from '../../src/events/store.js'
-import { EventTypes } from '../../src/events/types.js'
 import type { Principal } from '../../src/keys/principal.js'
 import type { Deliveries, DeliveryJob, ManualQueued } from '../../src/webhooks/deliveries.js'
 import { EndpointStore, type EndpointRecord } from '../../src/webhooks/endpoints.js'
 import { RecoveryStore, type Recoveries, type Started } from '../../src/webhooks/recoveries.js'
 import type { RecoveryInput } from '../../src/webhooks/recovery.js'
 import { SecretBox } from '../../src/webhooks/secrets.js'
-import { WebhookEndpoints, type WebhookSettings } from '../../src/webhooks/service.js'
+import { WebhookEndpoints } from '../../src/webhooks/service.js'
 import { freePort, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { eventTypes, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
 
 // The endpoints API when Redis fails (docs/architecture.md, "Webhooks"): whatever it cannot
 // read or write (endpoints, attempts, the event log, the queue, recoveries), the partner is
@@ -24,11 +24,9 @@ import { freePort, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.
 
 const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
-const types = new EventTypes([
-  { type: 'property.updated', publisher: 'pms', internalType: 'hotel.changed', scope: 'properties:read', brand: 'chain', property: 'hotel', object: { type: 'property', id: 'hotel', path: '/v1/properties/{id}' } },
-])
+const types = eventTypes()
 const box = new SecretBox('k'.repeat(32))
-const settings: WebhookSettings = { maxEndpointsPerCredential: 3, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, allowHttp: true, allowPrivateTargets: true }
+const settings = WEBHOOK_SETTINGS
 const URL = 'http://127.0.0.1:9/hook'
 
 /** What the partner is answered when Redis fails. */

@@ -307,6 +307,12 @@ function events(count: number, from: number): string[] {
   return Array.from({ length: count }, (_, i) => ulids.next(from + i * 1000).text)
 }
 
+
+/** Recovery wr_X of endpoint we_A over the day before T0, running, with `queued` events due. */
+function runningView(queued: number): RecoveryView {
+  return { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+}
+
 describe('recoveries', () => {
   function setup(over: { concurrency?: number; maxManual?: number; maxEvents?: number } = {}) {
     const { store: endpoints, base } = fresh()
@@ -494,6 +500,19 @@ describe('recoveries', () => {
     expect(queue.added).toHaveLength(2)
   })
 
+  it('ends unsent a delivery a cancelled recovery had already claimed and queued', async () => {
+    const { endpoints, store, queue, recoveries } = setup()
+    await endpoints.create(endpoint('we_A'), 10)
+    await store.recordDue(events(3, T0 - 10_000).map((ulid) => ({ endpointId: 'we_A', ulid })), T0, DAY)
+    const { recovery } = await recoveries.start({ id: 'we_A', brand: 'acme', mode: 'live' }, all) as { recovery: RecoveryView }
+    const claimed = (queue.added[0]?.opts as { jobId: string }).jobId
+    expect(await recoveries.live({ recoveryId: recovery.id }, claimed)).toBe(true)
+    await store.cancel('we_A', recovery.id)
+    // Claimed and still uncounted, yet the recovery no longer runs: its delivery is not to be made.
+    expect(await store.live(recovery.id, claimed)).toBe(false)
+    expect(await recoveries.live({ recoveryId: recovery.id }, claimed)).toBe(false)
+  })
+
   it('lists the recoveries of the last 7 days, newest first, and deletes all of an endpoint\'s', async () => {
     const { endpoints, store, base } = setup()
     await endpoints.create(endpoint('we_A'), 10)
@@ -516,11 +535,22 @@ describe('recoveries', () => {
     expect(await store.allRunning()).toEqual([])
   })
 
+  it('lists every recovery of the last 7 days, however many, newest first', async () => {
+    const { endpoints, store } = setup()
+    await endpoints.create(endpoint('we_A'), 10)
+    const view = (id: string, createdAt: number): RecoveryView => ({
+      id, endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'done', queued: 0, delivered: 0, failed: 0, createdAt: new Date(createdAt).toISOString(),
+    })
+    const made = [view('wr_1', T0 - 3 * DAY), view('wr_2', T0 - 2 * DAY), view('wr_3', T0 - DAY), view('wr_4', T0)]
+    for (const v of made) await store.create(v, 'acme', 'live', [], Date.parse(v.createdAt))
+    expect(await store.list('we_A', T0)).toEqual([...made].reverse())
+  })
+
   it('claims nothing for a recovery that is not running, of an endpoint gone, or with no room', async () => {
     const { endpoints, store } = setup()
     await endpoints.create(endpoint('we_A'), 10)
     const due = events(2, T0 - 5000)
-    const view: RecoveryView = { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued: 2, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+    const view = runningView(2)
     await store.create(view, 'globex', 'test', due, T0)
     expect(await store.claim('we_B', 'wr_X', T0, 2, 100, 60_000)).toBeUndefined()
     expect(await store.claim('we_A', 'wr_NONE', T0, 2, 100, 60_000)).toBeUndefined()
@@ -540,7 +570,7 @@ describe('recoveries', () => {
     const { endpoints, store, queue, recoveries, at } = setup({ concurrency: 3 })
     await endpoints.create(endpoint('we_A'), 10)
     const due = events(4, T0 - 10_000)
-    const view: RecoveryView = { id: 'wr_X', endpointId: 'we_A', since: new Date(T0 - DAY).toISOString(), until: new Date(T0).toISOString(), include: 'all', status: 'running', queued: 4, delivered: 0, failed: 0, createdAt: new Date(T0).toISOString() }
+    const view = runningView(4)
     await store.create(view, 'acme', 'live', due, T0)
     // Claimed by an instance that died before queuing them.
     const claimed = await store.claim('we_A', 'wr_X', T0, 2, 100, 60_000)
@@ -554,5 +584,23 @@ describe('recoveries', () => {
     await recoveries.sweep()
     expect(queue.added.map((j) => (j.opts as { jobId: string }).jobId)).toEqual([`r.X.${due[2] as string}`, lost, `r.X.${due[3] as string}`])
     expect(await store.get('we_A', 'wr_X')).toEqual({ ...view, delivered: 1 })
+  })
+
+  it('leaves uncounted a delivery still waiting in the queue, however long after its claim', async () => {
+    const { endpoints, store, queue, recoveries, at } = setup({ concurrency: 1 })
+    await endpoints.create(endpoint('we_A'), 10)
+    const due = events(2, T0 - 10_000)
+    const view = runningView(2)
+    await store.create(view, 'acme', 'live', due, T0)
+    const claimed = await store.claim('we_A', 'wr_X', T0, 1, 100, 60_000)
+    const [waiting] = claimed?.jobIds as [string]
+    // In the queue, not yet run (a busy endpoint): no finishedOn.
+    queue.jobs.set(waiting, {})
+    at(T0 + REPAIR_AFTER_MS + 1)
+    await recoveries.sweep()
+    expect(await store.get('we_A', 'wr_X')).toEqual(view)
+    expect(await store.live('wr_X', waiting)).toBe(true)
+    // Neither queued again nor a next one fed in its place: the window of one is still taken.
+    expect(queue.added).toEqual([])
   })
 })

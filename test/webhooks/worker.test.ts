@@ -3,19 +3,18 @@ import pino from 'pino'
 import { Webhook } from 'standardwebhooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ApiError } from '../../src/contract/errors.js'
-import type { CheckedEvent } from '../../src/events/cloudevents.js'
 import { EventLog } from '../../src/events/log.js'
 import { MemoryEventStore } from '../../src/events/store.js'
-import { EventTypes } from '../../src/events/types.js'
 import type { Principal } from '../../src/keys/principal.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
 import { Deliveries, type DeliverySettings } from '../../src/webhooks/deliveries.js'
 import { EndpointStore, type AttemptOutcome } from '../../src/webhooks/endpoints.js'
 import { RecoveryStore } from '../../src/webhooks/recoveries.js'
 import { SecretBox } from '../../src/webhooks/secrets.js'
-import { WebhookEndpoints, type WebhookSettings } from '../../src/webhooks/service.js'
+import { WebhookEndpoints } from '../../src/webhooks/service.js'
 import { Receiver } from '../helpers/receiver.js'
 import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { checked, DELIVERY_SETTINGS, eventTypes, HOTEL, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
 
 // Deliveries and the endpoints API without a gateway (docs/architecture.md, "Webhooks"): the
 // service over a real store, queue and worker (BullMQ on the test's Redis), delivering to a
@@ -24,14 +23,9 @@ import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redi
 // timed out, blocked, parked behind a busy endpoint. The module's mutation run uses these
 // (scripts/mutation.ts).
 
-const WAIT_MS = 20_000
-const HOTEL = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
 const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
-const types = new EventTypes([
-  { type: 'property.updated', publisher: 'pms', internalType: 'hotel.changed', scope: 'properties:read', brand: 'chain', property: 'hotel', object: { type: 'property', id: 'hotel', path: '/v1/properties/{id}' } },
-  { type: 'guest.created', publisher: 'crm', internalType: 'guest.new', scope: 'guests:read', brand: 'chain', object: { type: 'guest', id: 'guest', path: '/v1/guests/{id}' } },
-])
+const types = eventTypes()
 const keys = new RedisKeyStore(redis, prefix)
 const box = new SecretBox('k'.repeat(32))
 const receiver = new Receiver()
@@ -39,11 +33,8 @@ const attempts: [AttemptOutcome, number][] = []
 const connections: Redis[] = []
 const running: Deliveries[] = []
 
-const settings: DeliverySettings = {
-  deliveryTimeoutMs: 1500, retrySchedule: [0.05, 0.05], disableAfterHours: 1, endpointConcurrency: 1, deliveryWorkers: 4, deliveryLockSeconds: 5,
-  allowPrivateTargets: true, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, retentionDays: 1,
-}
-const webhookSettings: WebhookSettings = { maxEndpointsPerCredential: 3, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, allowHttp: true, allowPrivateTargets: true }
+const settings = DELIVERY_SETTINGS
+const webhookSettings = WEBHOOK_SETTINGS
 
 let namespaces = 0
 
@@ -91,12 +82,6 @@ afterAll(async () => {
   redis.disconnect()
 })
 
-/** A property.updated of the hotel (or a guest.created), as the ingest checks it. */
-function checked(index: number, id: string, type: 'property.updated' | 'guest.created' = 'property.updated'): CheckedEvent {
-  return type === 'property.updated'
-    ? { index, id, internalType: 'hotel.changed', traceparent: undefined, mapped: { type, brand: 'acme', propertyId: HOTEL, object: { type: 'property', id: HOTEL, path: `/v1/properties/${HOTEL}` } } }
-    : { index, id, internalType: 'guest.new', traceparent: undefined, mapped: { type, brand: 'acme', propertyId: null, object: { type: 'guest', id: 'g1', path: '/v1/guests/g1' } } }
-}
 
 /** The problem `run` rejects with: its code and detail. */
 async function refusal(run: () => Promise<unknown>): Promise<{ code: string; detail: string; status: number }> {
@@ -111,17 +96,7 @@ async function refusal(run: () => Promise<unknown>): Promise<{ code: string; det
 }
 
 /** A fresh path on the receiver, answered by `answer` (n counts this path's requests from 1). */
-function path(name: string, answer: (n: number) => number | 'hang' = () => 200): string {
-  const counts = new Map<string, number>()
-  const previous = receiver.behaviour
-  receiver.behaviour = (n, request) => {
-    if (request.path !== `/${name}`) return previous(n, request)
-    const count = (counts.get(name) ?? 0) + 1
-    counts.set(name, count)
-    return answer(count)
-  }
-  return `${receiver.url}/${name}`
-}
+const path = (name: string, answer?: (n: number) => number | 'hang'): string => receiverPath(receiver, name, answer)
 
 const at = (name: string) => receiver.received.filter((r) => r.path === `/${name}`)
 
