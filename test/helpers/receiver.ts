@@ -7,6 +7,8 @@ import { afterEach } from 'vitest'
 // test says (a status, or never).
 
 export interface Received {
+  /** The request's method: a delivery is a POST. */
+  method: string
   path: string
   headers: IncomingMessage['headers']
   body: string
@@ -35,7 +37,7 @@ export class Receiver {
       const chunks: Buffer[] = []
       req.on('data', (chunk: Buffer) => chunks.push(chunk))
       req.on('end', () => {
-        const received = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), remotePort: req.socket.remotePort }
+        const received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), remotePort: req.socket.remotePort }
         this.received.push(received)
         const answer = this.behaviour(this.received.length, received)
         if (answer === 'hang') {

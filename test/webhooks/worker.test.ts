@@ -162,6 +162,7 @@ describe('the endpoints API', () => {
       id: eventId, type: 'webhook.test', createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) as unknown, mode: 'live', propertyId: null,
       object: { type: 'webhook_endpoint', id: created.id, path: `/v1/webhook-endpoints/${created.id}` },
     })
+    expect(request?.method).toBe('POST')
     expect(request?.headers['content-type']).toBe('application/json')
     expect(request?.headers['user-agent']).toBe('partner-gateway-test/1')
   })
@@ -181,6 +182,7 @@ describe('deliveries', () => {
     const eventId = (outcome as { eventId: string }).eventId
     expect(await eventually(async () => at('fan').length === 1, WAIT_MS)).toBe(true)
     const request = at('fan')[0]
+    expect(request?.method).toBe('POST')
     expect(request?.headers['webhook-id']).toBe(eventId)
     expect(new Webhook(mine.secret).verify(request?.body as string, {
       'webhook-id': eventId, 'webhook-timestamp': String(request?.headers['webhook-timestamp']), 'webhook-signature': String(request?.headers['webhook-signature']),
