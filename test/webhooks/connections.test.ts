@@ -2,9 +2,8 @@ import { request } from 'undici'
 import { afterEach, describe, expect, it } from 'vitest'
 import { BlockedAddressError } from '../../src/webhooks/addresses.js'
 import { EndpointConnections, type ConnectionOptions } from '../../src/webhooks/connections.js'
-import { freePort } from '../../bench/ports.js'
 import { receiversClosedAfterEach } from '../helpers/receiver.js'
-import { eventually } from '../helpers/redis.js'
+import { eventually, freePort } from '../helpers/redis.js'
 
 // The connections deliveries keep to endpoints (src/webhooks/connections.ts): kept alive
 // between attempts to one origin, each opened through the address guard (a name is resolved
@@ -27,6 +26,11 @@ function connections(over: Partial<ConnectionOptions> = {}): EndpointConnections
 /** An idle time far beyond every wait below, for the tests of what closes a connection before it idles out. */
 const LONG_MS = 60_000
 
+/** A receiver that keeps an idle connection open for LONG_MS: only what a test does closes one. */
+async function keptOpen(): ReturnType<typeof receiver> {
+  return receiver(() => 204, { keepAliveMs: LONG_MS })
+}
+
 async function post(c: EndpointConnections, url: string): Promise<number> {
   const answer = await request(url, { method: 'POST', dispatcher: c.of(url), body: '{}', headers: { 'content-type': 'application/json' } })
   await answer.body.dump()
@@ -47,7 +51,7 @@ describe('connections to endpoints', () => {
 
   it('resolves and judges a name once per connection: again after its origin is forgotten', async () => {
     // Neither side closes an idle connection for a minute here: only forgetting the origin closes them.
-    const r = await receiver(() => 204, { keepAliveMs: LONG_MS })
+    const r = await keptOpen()
     const asked: string[] = []
     const c = connections({ idleMs: LONG_MS, lookup: async (name) => { asked.push(name); return '127.0.0.1' } })
     const url = `http://hooks.example:${new URL(r.url).port}/hook`
@@ -85,7 +89,7 @@ describe('connections to endpoints', () => {
 
   it('keeps the origins used last: the one used longest ago closes when one more comes', async () => {
     // Neither side closes an idle connection for a minute here: b's closes because its pool is pushed out.
-    const [a, b, d] = [await receiver(() => 204, { keepAliveMs: LONG_MS }), await receiver(() => 204, { keepAliveMs: LONG_MS }), await receiver(() => 204, { keepAliveMs: LONG_MS })]
+    const [a, b, d] = [await keptOpen(), await keptOpen(), await keptOpen()]
     const c = connections({ maxOrigins: 2, idleMs: LONG_MS })
     await post(c, a.url)
     await post(c, b.url)
@@ -98,7 +102,7 @@ describe('connections to endpoints', () => {
 
   it('drops every connection at shutdown', async () => {
     // Neither side closes an idle connection for a minute here: only destroy closes them.
-    const [a, b] = [await receiver(() => 204, { keepAliveMs: LONG_MS }), await receiver(() => 204, { keepAliveMs: LONG_MS })]
+    const [a, b] = [await keptOpen(), await keptOpen()]
     const c = connections({ idleMs: LONG_MS })
     await post(c, a.url)
     await post(c, b.url)
