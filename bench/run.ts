@@ -1,5 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomUUID, randomBytes } from 'node:crypto'
+import { once } from 'node:events'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, freemem, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -17,6 +18,7 @@ import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './
 import { freePort } from './ports.js'
 import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
 import { benchTracing } from './tracing.js'
+import { WEBHOOK_ROW, webhookAttemptCost, webhookAttemptLines, type WebhookAttemptCost } from './webhook-attempts.js'
 import { INSTALL_HINT, runWrk, wrkAvailable, type WrkRequest } from './wrk.js'
 
 // `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>[|<text>…]] [-- --node-options "<flags>"]
@@ -81,6 +83,8 @@ const PREFIX = `bench:${randomUUID().slice(0, 8)}:`
 const CLOCK_TICKS = clockTicks()
 
 const children: ChildProcess[] = []
+/** The log drains and Redis servers: stopped after the processes that write to them. */
+const underlying = new Set<ChildProcess>()
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'))
 
 function clockTicks(): number {
@@ -135,6 +139,7 @@ function logSink(name: string): Writable | 'ignore' {
   const drain = spawn('cat', [], { stdio: ['pipe', file, 'inherit'] })
   closeSync(file)
   children.push(drain)
+  underlying.add(drain)
   return drain.stdin as Writable
 }
 
@@ -199,8 +204,10 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   // by this process, whose CPU the load generator shares.
   }, { stdout: logSink(name), nodeOptions: [...GATEWAY_NODE_OPTIONS, `--inspect-port=127.0.0.1:${inspectPort}`] })
   const url = `http://127.0.0.1:${port}`
-  await waitFor(`${url}/v1/health`)
-  return { url, pid: child.pid as number, inspectPort, adminUrl: `http://127.0.0.1:${adminPort}` }
+  const adminUrl = `http://127.0.0.1:${adminPort}`
+  // A delivery instance (EVENTS_WORKER=only) opens no public port.
+  await waitFor(env.EVENTS_WORKER === 'only' ? `${adminUrl}/livez` : `${url}/v1/health`)
+  return { url, pid: child.pid as number, inspectPort, adminUrl }
 }
 
 interface Target extends WrkRequest {
@@ -673,7 +680,8 @@ async function main(): Promise<void> {
   )
   const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => ONLY.some((o) => s.name.toLowerCase().includes(o)))
   const calibrating = ONLY === undefined || ONLY.some((o) => 'calibration'.includes(o))
-  if (scenarios.length === 0 && !calibrating) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
+  const webhooking = ONLY === undefined || ONLY.some((o) => WEBHOOK_ROW.toLowerCase().includes(o))
+  if (scenarios.length === 0 && !calibrating && !webhooking) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
 
   // What the bare references (Fastify, node:http) answer: the gateway's own bytes for each request.
   const replays = (s: Scenario): boolean => s.references.some((r) => r.kind === 'fastify' || r.kind === 'node' || r.kind === 'peer')
@@ -796,6 +804,7 @@ async function main(): Promise<void> {
   const eventsMemory = scenarios.some((x) => x.gateway === 'events') ? await eventMemory(pmsUrl, acmeHotels) : undefined
   const eventsPage = scenarios.some((x) => x.gateway === 'events') ? await eventsPageCost(await startRedisServer(), EVENTS_CONFIG.types, QUICK ? 20 : 50) : undefined
   const requestLogWrites = scenarios.some((x) => (Object.values(REQUEST_LOG_ROWS) as string[]).includes(x.name)) ? await requestLogWriteCost(await startRedisServer(), QUICK ? 50_000 : 200_000) : undefined
+  const webhookAttempts = webhooking ? await measureWebhookAttempts(pmsUrl) : undefined
 
   const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
@@ -842,15 +851,33 @@ async function main(): Promise<void> {
   const tracingCost = await benchTracing(await startOtlp(), QUICK ? 100_000 : 200_000)
   report({
     machine, rounds: ROUNDS, amount: AMOUNT, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, only: flags.only, baseline: BASELINE, measure: MEASURE, clockTicks: CLOCK_TICKS, rows, calibration, soaks,
-    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory, eventsPage, requestLogWrites,
+    auth: authCost, credentials: credentialsCost, tracing: tracingCost, warnings, roundTrips, eventsMemory, eventsPage, requestLogWrites, webhookAttempts,
   })
   await redis.quit()
+}
+
+/** The webhook attempt row (webhook-attempts.ts) on a redis-server of its own: two gateways, as deployed, delivering to a receiver in this process. */
+async function measureWebhookAttempts(pmsUrl: string): Promise<WebhookAttemptCost> {
+  console.log(`webhooks: ${ROUNDS} rounds of ${QUICK ? 200 : 500} events to 16 endpoints, against a bare undici POST`)
+  const redisUrl = await startRedisServer()
+  const env = { REDIS_URL: redisUrl, EVENTS_PMS_TOKEN: PUBLISHER_TOKEN, EVENTS_BOOKINGS_TOKEN: `${PUBLISHER_TOKEN}-2` }
+  return webhookAttemptCost({
+    redisUrl, prefix: PREFIX, dir, publisherToken: PUBLISHER_TOKEN, events: EVENTS_CONFIG, cpuMicros,
+    startGateway: async (name, events, worker) => {
+      const server = await startGateway(name, pmsUrl, { events }, { ...env, EVENTS_WORKER: worker ? 'only' : 'off' })
+      return { url: worker ? undefined : server.url, adminUrl: server.adminUrl as string, pid: server.pid }
+    },
+    startProcess: (script, processEnv) => startProcess(script, processEnv),
+    batch: (size, prefix) => hotelBatch(generateHotels().filter((h) => h.chain_code === 'ACME').map((h) => String(h.hotel_uuid)), size, prefix),
+  }, ROUNDS, QUICK ? 200 : 500)
 }
 
 /** A redis-server of the bench's own on a free port, without persistence; resolves to its URL once it answers. */
 async function startRedisServer(): Promise<string> {
   const port = await freePort()
-  children.push(spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' }))
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  children.push(server)
+  underlying.add(server)
   const url = `redis://127.0.0.1:${port}`
   for (let i = 0; i < 100 && !(await redisAnswers(url)); i += 1) await new Promise((r) => setTimeout(r, 50))
   return url
@@ -1047,6 +1074,7 @@ interface Results {
   eventsMemory: EventsMemory | undefined
   eventsPage: EventsPageCost | undefined
   requestLogWrites?: RequestLogWriteCost | undefined
+  webhookAttempts?: WebhookAttemptCost | undefined
 }
 
 function calibrationLine(c: Calibration): string {
@@ -1150,6 +1178,7 @@ function report(results: Results): void {
     ...(results.roundTrips === undefined ? [] : [roundTripsLine(results.roundTrips), '']),
     ...eventsLines(results.rows, results.eventsMemory, results.eventsPage),
     ...requestLogLines(results.rows, results.requestLogWrites),
+    ...webhookAttemptLines(results.webhookAttempts),
     ...(results.soaks.length === 0
       ? ['Memory soak skipped.']
       : results.soaks.map((s) => `Memory, ${s.scenario}: resident size ${s.rssFirstMiB} MiB after ${SOAK_FIRST_SAMPLE} s and ${s.rssEndMiB} MiB after ${s.seconds} s at full load (${s.growth >= 0 ? '+' : ''}${s.growth} %; ${s.answers} answers, ${s.cpuUs.toFixed(1)} µs CPU each).`)),
@@ -1184,7 +1213,18 @@ if (!wrkAvailable()) {
 try {
   await main()
 } finally {
-  for (const child of children) child.kill('SIGTERM')
+  // The servers first, each shut down as it would be (a gateway drains, then writes its last
+  // log lines), and only then their log drains and Redis servers: stopped together, a gateway
+  // lost its pipe or its Redis mid-shutdown and was killed by its own shutdown timeout.
+  const stop = async (list: ChildProcess[]): Promise<void> => {
+    await Promise.all(list.filter((child) => child.exitCode === null && child.signalCode === null).map(async (child) => {
+      const exited = once(child, 'exit')
+      child.kill('SIGTERM')
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000).unref())])
+    }))
+  }
+  await stop(children.filter((child) => !underlying.has(child)))
+  await stop([...underlying])
   const redis = new Redis(REDIS_URL)
   const stale = await redis.keys(`${PREFIX}*`)
   for (let i = 0; i < stale.length; i += 1000) await redis.del(...stale.slice(i, i + 1000))

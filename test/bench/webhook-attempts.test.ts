@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest'
+import { WEBHOOK_ROW, webhookAttemptLines, type WebhookAttemptRound } from '../../bench/webhook-attempts.js'
+
+// The webhook attempt row's line under the bench's table: its figures and the verdict against
+// the target (an attempt at most 3× a bare POST's CPU), read from the rounds' medians.
+
+function cost(median: WebhookAttemptRound, rounds: WebhookAttemptRound[] = [median]) {
+  return { events: 500, endpoints: 16, rounds, median }
+}
+
+describe('the webhook attempt row', () => {
+  it('prints the medians, each round and the verdict "held" at exactly three times the bare POST', () => {
+    const round = { attemptUs: 300, redisUs: 60, fanOutRedisUs: 20.4, attemptsPerSecond: 4000, bareUs: 100 }
+    const other = { attemptUs: 250.4, redisUs: 55, fanOutRedisUs: 21, attemptsPerSecond: 4100, bareUs: 99.6 }
+    expect(webhookAttemptLines(cost(round, [other, round]))).toEqual([
+      `Webhooks, ${WEBHOOK_ROW}: 500 events to 16 endpoints on loopback (a receiver answering 204 at once), 8000 attempts per round, `
+        + 'median of 2 rounds (attempt / bare: 250 / 100 µs, 300 / 100 µs): 300 µs of the delivering instance\'s CPU per attempt against 100 µs per bare POST '
+        + '(3.00×; target at most 3×: held); 4000 attempts/s; Redis\'s own CPU 60 µs per attempt (3.60× with it), and 20 µs per delivery while the events were written and fanned out.',
+      '',
+    ])
+  })
+
+  it('says "missed" above three times', () => {
+    const [line] = webhookAttemptLines(cost({ attemptUs: 301, redisUs: 0, fanOutRedisUs: 0, attemptsPerSecond: 1, bareUs: 100 }))
+    expect(line).toContain('(3.01×; target at most 3×: missed)')
+  })
+
+  it('prints nothing when the row did not run', () => {
+    expect(webhookAttemptLines(undefined)).toEqual([])
+  })
+})
