@@ -192,7 +192,43 @@ export interface RequestLogPage {
   total: number
 }
 
+/** Bytes a write's buffer starts with: a batch of 500 entries of ~480 bytes each fits. */
+const BATCH_BYTES = 256 * 1024
+
+/** Text written as UTF-8 into one buffer, grown when a text might not fit; its slices are what is sent. */
+class BatchBytes {
+  private buffer: Buffer
+  length = 0
+
+  constructor(size: number) {
+    this.buffer = Buffer.allocUnsafeSlow(size)
+  }
+
+  append(text: string): void {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit (a pair's 4 bytes are 2 per unit).
+    const most = this.length + text.length * 3
+    if (most > this.buffer.length) {
+      const grown = Buffer.allocUnsafeSlow(Math.max(most, this.buffer.length * 2))
+      this.buffer.copy(grown, 0, 0, this.length)
+      this.buffer = grown
+    }
+    this.length += this.buffer.write(text, this.length)
+  }
+
+  slice(start: number, end: number): Buffer {
+    return this.buffer.subarray(start, end)
+  }
+
+  /** Empty for the next write; a buffer grown far by an unusual batch is not kept. */
+  clear(): void {
+    this.length = 0
+    if (this.buffer.length > 4 * BATCH_BYTES) this.buffer = Buffer.allocUnsafeSlow(BATCH_BYTES)
+  }
+}
+
 export class RequestLogStore {
+  /** The buffer of the last write, for the next (undefined while a write holds it). */
+  private spare: BatchBytes | undefined
   private readonly now: () => number
   private readonly writeLog: WriteCommand
   private readonly writeIds: IdsCommand
@@ -222,28 +258,49 @@ export class RequestLogStore {
 
   /** Writes entries (any credentials') and trims each credential's log; one script per credential and mode, one per day of the id index. */
   async write(records: readonly RequestLogRecord[]): Promise<void> {
-    const byLog = new Map<string, { credentialId: string; mode: string; text: string }>()
-    const byDay = new Map<number, string>()
+    const byLog = new Map<string, RequestLogRecord[]>()
+    const byDay = new Map<number, RequestLogRecord[]>()
     for (const record of records) {
       const name = `${record.credentialId} ${record.mode}`
-      let log = byLog.get(name)
-      if (log === undefined) byLog.set(name, log = { credentialId: record.credentialId, mode: record.mode, text: '' })
-      log.text += `${record.atMs} ${indexLine(record)}\n${storedEntry(record)}\n`
+      const log = byLog.get(name)
+      if (log === undefined) byLog.set(name, [record])
+      else log.push(record)
       const day = Math.floor(record.atMs / DAY_MS)
-      byDay.set(day, `${byDay.get(day) ?? ''}${record.id} ${name}\n`)
+      const ids = byDay.get(day)
+      if (ids === undefined) byDay.set(day, [record])
+      else ids.push(record)
     }
+    // Each text is written as UTF-8 straight into one buffer, kept from write to write, and sent
+    // as a slice of it: a batch's text made as one string was a large object for the garbage
+    // collector, then copied into a Buffer of its own (docs/performance.md, "The request log").
+    const bytes = this.spare ?? new BatchBytes(BATCH_BYTES)
+    this.spare = undefined
+    const logs = [...byLog.values()].map((log) => {
+      const start = bytes.length
+      for (const record of log) bytes.append(`${record.atMs} ${indexLine(record)}\n${storedEntry(record)}\n`)
+      return { record: log[0] as RequestLogRecord, start, end: bytes.length }
+    })
+    const days = [...byDay].map(([day, log]) => {
+      const start = bytes.length
+      for (const record of log) bytes.append(`${record.id} ${record.credentialId} ${record.mode}\n`)
+      return { day, start, end: bytes.length }
+    })
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    // The index's days live in other hash slots than the logs: written beside them, not in their
-    // script. Each text is sent as bytes: the client writes a Buffer as it is, where a string
-    // argument costs it a measure of its length and a copy into the command's text first.
-    await Promise.all([
-      ...[...byLog.values()].map(async ({ credentialId, mode, text }) => {
-        const [lines, entries] = this.keys(credentialId, mode)
-        return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, Buffer.from(text))
-      }),
-      ...[...byDay.entries()].map(async ([day, text]) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, Buffer.from(text))),
-    ])
+    // The index's days live in other hash slots than the logs: written beside them, not in their script.
+    try {
+      await Promise.all([
+        ...logs.map(async ({ record, start, end }) => {
+          const [lines, entries] = this.keys(record.credentialId, record.mode)
+          return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, bytes.slice(start, end))
+        }),
+        ...days.map(async ({ day, start, end }) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, bytes.slice(start, end))),
+      ])
+    } finally {
+      // Every command has been sent (and answered or refused): the client holds none of its bytes.
+      bytes.clear()
+      this.spare = bytes
+    }
   }
 
   /**
