@@ -15,13 +15,15 @@ import { RecoveryStore } from '../../src/webhooks/recoveries.js'
 import { SecretBox } from '../../src/webhooks/secrets.js'
 import { WebhookEndpoints } from '../../src/webhooks/service.js'
 import { Receiver } from '../helpers/receiver.js'
-import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 import { checked, DELIVERY_SETTINGS, eventTypes, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
 
 // The paths of a delivery that the everyday ones (worker.test.ts) do not take, without a
-// gateway: an endpoint deleted while its delivery waits, signing secrets sealed under a
-// previous key or under none configured, a reloaded configuration, the attempt's span, and a
-// shutdown with an attempt in flight. Each asserts what the partner's endpoint receives, the
+// gateway: what an attempt lists (a refused connection, the time it took) and the backlog
+// operators read, an endpoint deleted or disabled while its delivery waits, one batch of two
+// brands, an endpoint an OAuth client made, the bound on tests not yet finished, signing
+// secrets sealed under a previous key or under none configured, a reloaded configuration, the
+// attempt's span, and a shutdown with an attempt in flight. Each asserts what the partner's endpoint receives, the
 // attempts the partner lists, the endpoint's record, and what operators are told.
 
 const redis = new Redis(REDIS_URL)
@@ -73,13 +75,16 @@ interface InstanceOptions {
   /** The keys this instance opens secrets with (the service seals with `box`). */
   box?: SecretBox
   tracing?: Tracing
+  /** False: the instance queues deliveries but makes none (EVENTS_WORKER=off). */
+  work?: boolean
+  now?: () => number
 }
 
 /** One instance's deliveries (working) over `store` and `log`. */
 function instance(store: EndpointStore, log: EventLog, options: InstanceOptions = {}) {
   const told: Told = { attempts: [], unreadable: 0 }
   const deliveries = new Deliveries({
-    settings: { ...settings, ...options.over }, store, log, keys, box: options.box ?? box, logger: pino({ level: 'silent' }), work: true, userAgent: 'partner-gateway-test/1',
+    settings: { ...settings, ...options.over }, store, log, keys, box: options.box ?? box, logger: pino({ level: 'silent' }), work: options.work ?? true, userAgent: 'partner-gateway-test/1',
     connection: () => {
       const client = new Redis(REDIS_URL, { maxRetriesPerRequest: null })
       connections.push(client)
@@ -89,6 +94,7 @@ function instance(store: EndpointStore, log: EventLog, options: InstanceOptions 
     onAttempt: (outcome, seconds) => { told.attempts.push([outcome, seconds]) },
     onSecretUnreadable: () => { told.unreadable += 1 },
     ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
+    ...(options.now === undefined ? {} : { now: options.now }),
     recoveries: new RecoveryStore(redis, store),
   })
   deliveries.start()
@@ -155,6 +161,53 @@ function verifies(secret: string, request: (typeof receiver.received)[number] | 
   }
 }
 
+describe('what an attempt lists, and what operators are told', () => {
+  it('lists a refused connection as a failed attempt without a status, with the time it took, and counts it failed', async () => {
+    const { service, log, told } = world({ over: { retrySchedule: [30] } })
+    // Nobody listens there: the connection is refused at once.
+    const made = (await (service.prepareCreate(acme, { url: `http://127.0.0.1:${await freePort()}/refused`, eventTypes: ['property.updated'] }))()).data as { id: string }
+    const eventId = await ingest(log, checked(0, 'src-refused'))
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 1, WAIT_MS)).toBe(true)
+    const [attempt] = await service.attempts(acme, made.id)
+    expect(attempt).toEqual({ eventId, attempt: 1, at: expect.any(String) as unknown, status: null, outcome: 'failed', durationMs: expect.any(Number) as unknown })
+    expect(attempt?.durationMs).toBeGreaterThanOrEqual(0)
+    expect(attempt?.durationMs).toBeLessThan(WAIT_MS)
+    expect(told.attempts).toEqual([['failed', (attempt?.durationMs ?? Number.NaN) / 1000]])
+  })
+
+  it('lists the time an attempt waited for its answer, and tells it to the metrics in seconds', async () => {
+    const { service, log, told } = world()
+    const made = (await (service.prepareCreate(acme, { url: path('slow', () => 'hang'), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const eventId = await ingest(log, checked(0, 'src-slow'))
+    expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+    // The answer comes at least this long after the request arrived, so after the attempt began.
+    const HELD_MS = 300
+    await new Promise((resolve) => setTimeout(resolve, HELD_MS))
+    receiver.answerHeld(200)
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 1, WAIT_MS)).toBe(true)
+    const [attempt] = await service.attempts(acme, made.id)
+    expect(attempt).toEqual({ eventId, attempt: 1, at: expect.any(String) as unknown, status: 200, outcome: 'delivered', durationMs: expect.any(Number) as unknown })
+    expect(attempt?.durationMs).toBeGreaterThanOrEqual(HELD_MS)
+    expect(attempt?.durationMs).toBeLessThan(WAIT_MS)
+    expect(told.attempts).toEqual([['delivered', (attempt?.durationMs ?? Number.NaN) / 1000]])
+  })
+
+  it('reports the deliveries pending and how long the oldest one ready has waited', async () => {
+    // An instance that queues but does not deliver, its clock 90 s ahead of the queue's.
+    const AHEAD_S = 90
+    const { service, log, deliveries } = world({ work: false, now: () => Date.now() + AHEAD_S * 1000 })
+    await (service.prepareCreate(acme, { url: path('pending'), eventTypes: ['property.updated'] }))()
+    await ingest(log, checked(0, 'src-pending-1'))
+    await ingest(log, checked(0, 'src-pending-2'))
+    expect(await eventually(async () => (await deliveries.backlog()).pending === 2, WAIT_MS)).toBe(true)
+    const snapshot = await deliveries.refresh()
+    expect(snapshot).toEqual({ pending: 2, oldestPendingSeconds: expect.any(Number) as unknown, endpoints: { enabled: 1, disabled: 0 } })
+    expect(snapshot.oldestPendingSeconds).toBeGreaterThanOrEqual(AHEAD_S)
+    expect(snapshot.oldestPendingSeconds).toBeLessThan(AHEAD_S + WAIT_MS / 1000)
+    expect(at('pending')).toEqual([])
+  })
+})
+
 describe('an endpoint deleted while its delivery waits', () => {
   it('ends the delivery when it wakes, sending nothing and listing no attempt', async () => {
     const { service, log, deliveries } = world()
@@ -170,6 +223,86 @@ describe('an endpoint deleted while its delivery waits', () => {
     expect((await deliveries.queue.getJob(jobId))?.returnvalue).toBe('endpoint deleted')
     expect(receiver.of(waiting)).toEqual([])
     expect(at('deleted')).toHaveLength(1)
+  })
+})
+
+describe('an endpoint disabled while its delivery waits', () => {
+  it('ends the delivery when it wakes, sending nothing: events of meanwhile are not sent later', async () => {
+    const { service, log, deliveries } = world()
+    const made = (await (service.prepareCreate(acme, { url: path('disabled', (n) => (n === 1 ? 'hang' : 200)), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const first = await ingest(log, checked(0, 'src-dis-1'))
+    expect(await eventually(async () => receiver.of(first).length === 1, WAIT_MS)).toBe(true)
+    const waiting = await ingest(log, checked(0, 'src-dis-2'))
+    const jobId = `${waiting.slice(4)}.${made.id}`
+    expect(await eventually(async () => (await deliveries.queue.getJobState(jobId)) === 'delayed', WAIT_MS)).toBe(true)
+    expect((await service.update(acme, made.id, { status: 'disabled' })).status).toBe('disabled')
+    // The first attempt ends; its lease goes to the waiting delivery, which finds the endpoint disabled.
+    receiver.answerHeld(200)
+    expect(await eventually(async () => (await deliveries.queue.getJobState(jobId)) === 'completed', WAIT_MS)).toBe(true)
+    expect((await deliveries.queue.getJob(jobId))?.returnvalue).toBe('endpoint disabled')
+    expect(receiver.of(waiting)).toEqual([])
+    expect((await service.attempts(acme, made.id)).map((a) => [a.eventId, a.outcome])).toEqual([[first, 'delivered']])
+  })
+})
+
+describe('the endpoints an event is delivered to', () => {
+  it('delivers each event of one batch to the endpoints of its own brand only', async () => {
+    const { service, log } = world()
+    const betaKey = (await keys.create({ brand: 'beta', mode: 'live', properties: '*' })).record.id
+    const beta = { ...acme, keyId: betaKey, brand: 'beta' } as Principal
+    const ofAcme = (await (service.prepareCreate(acme, { url: path('brand-acme'), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const ofBeta = (await (service.prepareCreate(beta, { url: path('brand-beta'), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const acmeEvent = checked(0, 'src-brand-acme')
+    const betaEvent = { ...checked(1, 'src-brand-beta'), mapped: { ...(checked(1, 'src-brand-beta').mapped as NonNullable<CheckedEvent['mapped']>), brand: 'beta' } }
+    // Both in one ingest: one fan-out for the two brands.
+    const [acmeOutcome, betaOutcome] = await log.ingest('pms', 'live', [acmeEvent, betaEvent])
+    const acmeId = (acmeOutcome as { eventId: string }).eventId
+    const betaId = (betaOutcome as { eventId: string }).eventId
+    expect(await eventually(async () => at('brand-acme').length === 1 && at('brand-beta').length === 1, WAIT_MS)).toBe(true)
+    expect(receiver.of(acmeId).map((r) => r.path)).toEqual(['/brand-acme'])
+    expect(receiver.of(betaId).map((r) => r.path)).toEqual(['/brand-beta'])
+    expect((await service.attempts(acme, ofAcme.id)).map((a) => a.eventId)).toEqual([acmeId])
+    expect((await service.attempts(beta, ofBeta.id)).map((a) => a.eventId)).toEqual([betaId])
+  })
+
+  it('delivers to an endpoint an OAuth client made, as to one of a key', async () => {
+    const { service, log } = world()
+    const grant = await keys.createGrant({ issuer: 'https://idp.example.com/realms/partners', clientId: `acme-sync-${namespaces}`, brand: 'acme', mode: 'live', properties: '*' })
+    expect(grant.id.startsWith('cli_')).toBe(true)
+    const client: Principal = { ...acme, keyId: grant.id, kind: 'accessToken' }
+    const made = (await (service.prepareCreate(client, { url: path('oauth-client'), eventTypes: ['property.updated'] }))()).data as { id: string }
+    const eventId = await ingest(log, checked(0, 'src-oauth'))
+    expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+    expect(receiver.of(eventId).map((r) => r.path)).toEqual(['/oauth-client'])
+    expect(await eventually(async () => (await service.attempts(client, made.id)).length === 1, WAIT_MS)).toBe(true)
+    expect((await service.attempts(client, made.id)).map((a) => [a.eventId, a.status, a.outcome])).toEqual([[eventId, 200, 'delivered']])
+  })
+})
+
+describe('the bound on tests and redeliveries not yet finished', () => {
+  /** Asks for a test delivery: undefined when queued, else the problem it was refused with. */
+  async function test(service: WebhookEndpoints, id: string): Promise<unknown> {
+    const send = await service.prepareTest(acme, id, {})
+    return send().then(() => undefined, (error: unknown) => error)
+  }
+
+  it('keeps the place of a test whose attempt failed and will be retried', async () => {
+    const { service } = world({ over: { retrySchedule: [30] } })
+    const made = (await (service.prepareCreate(acme, { url: path('manual-retried', () => 500), eventTypes: ['property.updated'] }))()).data as { id: string }
+    expect([await test(service, made.id), await test(service, made.id)]).toEqual([undefined, undefined])
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 2, WAIT_MS)).toBe(true)
+    expect((await service.attempts(acme, made.id)).map((a) => [a.status, a.outcome])).toEqual([[500, 'failed'], [500, 'failed']])
+    // Both wait 30 s for their retry: still pending, still counted.
+    expect(await test(service, made.id)).toMatchObject({ code: 'RATE_LIMITED', status: 429 })
+  })
+
+  it('frees the place of a test that failed for good', async () => {
+    const { service } = world({ over: { retrySchedule: [0.05] } })
+    const made = (await (service.prepareCreate(acme, { url: path('manual-failed', () => 500), eventTypes: ['property.updated'] }))()).data as { id: string }
+    expect([await test(service, made.id), await test(service, made.id)]).toEqual([undefined, undefined])
+    // Two attempts each, the last failed: both finished, so a third is queued (once their places are given back).
+    expect(await eventually(async () => (await service.attempts(acme, made.id)).length === 4, WAIT_MS)).toBe(true)
+    expect(await eventually(async () => (await test(service, made.id)) === undefined, WAIT_MS)).toBe(true)
   })
 })
 
