@@ -362,6 +362,13 @@ export class Deliveries {
   private async process(job: Job<DeliveryJob>, token: string | undefined): Promise<string> {
     const { store, settings } = this.options
     const { endpointId, kind } = job.data
+    // Shutting down: a job taken after the close began (the attempt this instance just handed
+    // back, or the next in the queue, before its worker stopped taking jobs) goes back untouched
+    // for another instance, rather than being attempted while the connections close.
+    if (this.closing) {
+      await job.moveToDelayed(this.now(), token)
+      throw new DelayedError()
+    }
     // The lease's holder is the job: after its instance died, the job run again finds its own lease.
     const holder = job.id as string
     const now = this.now()
