@@ -83,8 +83,8 @@ const PREFIX = `bench:${randomUUID().slice(0, 8)}:`
 const CLOCK_TICKS = clockTicks()
 
 const children: ChildProcess[] = []
-/** The log drains and Redis servers: stopped after the processes that write to them. */
-const underlying = new Set<ChildProcess>()
+/** The gateways: stopped first, before the processes they write to and call (log drains, Redis, stand-ins). */
+const gatewayProcesses = new Set<ChildProcess>()
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'))
 
 function clockTicks(): number {
@@ -139,7 +139,6 @@ function logSink(name: string): Writable | 'ignore' {
   const drain = spawn('cat', [], { stdio: ['pipe', file, 'inherit'] })
   closeSync(file)
   children.push(drain)
-  underlying.add(drain)
   return drain.stdin as Writable
 }
 
@@ -203,6 +202,7 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   // One log line per request, as in production, to a drained pipe (or /dev/null): never read
   // by this process, whose CPU the load generator shares.
   }, { stdout: logSink(name), nodeOptions: [...GATEWAY_NODE_OPTIONS, `--inspect-port=127.0.0.1:${inspectPort}`] })
+  gatewayProcesses.add(child)
   const url = `http://127.0.0.1:${port}`
   const adminUrl = `http://127.0.0.1:${adminPort}`
   // A delivery instance (EVENTS_WORKER=only) opens no public port.
@@ -877,7 +877,6 @@ async function startRedisServer(): Promise<string> {
   const port = await freePort()
   const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
   children.push(server)
-  underlying.add(server)
   const url = `redis://127.0.0.1:${port}`
   for (let i = 0; i < 100 && !(await redisAnswers(url)); i += 1) await new Promise((r) => setTimeout(r, 50))
   return url
@@ -958,11 +957,7 @@ interface RoundTrips { requests: number; plain: number; newKey: number; replay: 
  * left out) that is a request's work counted. The rate limiter's leases are in all three.
  */
 async function idempotencyRoundTrips(pmsUrl: string, startService: () => Promise<string>): Promise<RoundTrips> {
-  const port = await freePort()
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-  children.push(server)
-  const url = `redis://127.0.0.1:${port}`
-  for (let i = 0; i < 100 && !(await redisAnswers(url)); i += 1) await new Promise((r) => setTimeout(r, 50))
+  const url = await startRedisServer()
   const redis = new Redis(url)
   try {
     const { key } = await new RedisKeyStore(redis, PREFIX).create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench-round-trips' })
@@ -1213,9 +1208,10 @@ if (!wrkAvailable()) {
 try {
   await main()
 } finally {
-  // The servers first, each shut down as it would be (a gateway drains, then writes its last
-  // log lines), and only then their log drains and Redis servers: stopped together, a gateway
-  // lost its pipe or its Redis mid-shutdown and was killed by its own shutdown timeout.
+  // The gateways first, each shut down as it would be (it drains, then writes its last log
+  // lines and spans), and only then what they write to and call (log drains, Redis servers, the
+  // stand-ins): stopped together, a gateway lost its pipe or its Redis mid-shutdown and was
+  // killed by its own shutdown timeout.
   const stop = async (list: ChildProcess[]): Promise<void> => {
     await Promise.all(list.filter((child) => child.exitCode === null && child.signalCode === null).map(async (child) => {
       const exited = once(child, 'exit')
@@ -1223,8 +1219,8 @@ try {
       await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000).unref())])
     }))
   }
-  await stop(children.filter((child) => !underlying.has(child)))
-  await stop([...underlying])
+  await stop([...gatewayProcesses])
+  await stop(children.filter((child) => !gatewayProcesses.has(child)))
   const redis = new Redis(REDIS_URL)
   const stale = await redis.keys(`${PREFIX}*`)
   for (let i = 0; i < stale.length; i += 1000) await redis.del(...stale.slice(i, i + 1000))
