@@ -20,7 +20,7 @@ import {
 //   {ns}{webhooks}:ok:<endpoint id>    ZSET   events delivered to it: ULID, by the event's millisecond
 //   {ns}{webhooks}:wr:<recovery id>    HASH   the recovery: its fields, counts and cursor
 //   {ns}{webhooks}:wrq:<recovery id>   LIST   the events it sends, oldest first (ULIDs)
-//   {ns}{webhooks}:wrl:<recovery id>   ZSET   its deliveries queued and not yet counted: job id, by when queued
+//   {ns}{webhooks}:wrl:<recovery id>   ZSET   its deliveries queued and not yet counted: job id, by when queued (expires with the recovery)
 //   {ns}{webhooks}:wrs:<endpoint id>   ZSET   the endpoint's recoveries, by creation
 //   {ns}{webhooks}:wrrun:<endpoint id> STRING the id of its running recovery
 //   {ns}{webhooks}:wrrunning           ZSET   every running recovery, by creation (the sweep reads it)
@@ -88,6 +88,9 @@ for _, ulid in ipairs(redis.call('LRANGE', KEYS[3], cursor, cursor + want - 1)) 
 end
 redis.call('HSET', KEYS[2], 'cursor', cursor + #result - 2)
 redis.call('PEXPIRE', KEYS[5], ARGV[6])
+-- Its queued deliveries go with the recovery, should none of them ever be counted.
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
 return result
 `
 
@@ -111,6 +114,7 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'cancelled')
 finish({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, ARGV[1], ARGV[2])
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do redis.call('ZREM', KEYS[6], id) end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 `
 
@@ -295,6 +299,10 @@ export class RecoveryStore {
     const pipeline = this.redis.pipeline()
     for (const id of ids) pipeline.hget(this.wr(id), 'endpointId')
     const endpoints = (await execOrThrow(pipeline)) as (string | null)[]
+    // A recovery whose record expired while it ran (its instance gone for its whole life) is
+    // no longer listed for the next sweeps: the script that made it wrote both in one step.
+    const expired = ids.filter((_, i) => endpoints[i] === null || endpoints[i] === undefined)
+    if (expired.length > 0) await this.redis.zrem(this.running, ...expired)
     return ids.flatMap((id, i) => (endpoints[i] === null || endpoints[i] === undefined ? [] : [{ id, endpointId: endpoints[i] }]))
   }
 

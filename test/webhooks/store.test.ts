@@ -500,6 +500,39 @@ describe('recoveries', () => {
     expect(queue.added).toHaveLength(2)
   })
 
+  it('keeps the deliveries a recovery queued no longer than the recovery, running or cancelled', async () => {
+    const { endpoints, store, recoveries, base } = setup()
+    await endpoints.create(endpoint('we_A'), 10)
+    await store.recordDue(events(3, T0 - 10_000).map((ulid) => ({ endpointId: 'we_A', ulid })), T0, DAY)
+    const { recovery } = await recoveries.start({ id: 'we_A', brand: 'acme', mode: 'live' }, all) as { recovery: RecoveryView }
+    const queued = `${base}wrl:${recovery.id}`
+    expect(await redis.zcard(queued)).toBe(2)
+    // When each expires (epoch ms): the list no later than the recovery.
+    const expiry = async (key: string): Promise<number> => redis.pexpiretime(key)
+    expect(await expiry(`${base}wr:${recovery.id}`)).toBeGreaterThan(Date.now())
+    expect(await expiry(queued)).toBeGreaterThan(0)
+    expect(await expiry(queued)).toBeLessThanOrEqual(await expiry(`${base}wr:${recovery.id}`))
+    // Cancelled with two deliveries never counted: the list goes when the cancelled recovery is no longer shown.
+    expect(await store.cancel('we_A', recovery.id)).toBe(true)
+    expect(await redis.zcard(queued)).toBe(2)
+    expect(await expiry(queued)).toBeGreaterThan(0)
+    expect(await expiry(queued)).toBeLessThanOrEqual(await expiry(`${base}wr:${recovery.id}`))
+  })
+
+  it('stops listing for the sweep a running recovery whose record expired', async () => {
+    const { endpoints, store, recoveries, base } = setup()
+    await endpoints.create(endpoint('we_A'), 10)
+    await endpoints.create(endpoint('we_B'), 10)
+    for (const id of ['we_A', 'we_B']) await store.recordDue(events(3, T0 - 10_000).map((ulid) => ({ endpointId: id, ulid })), T0, DAY)
+    const { recovery: a } = await recoveries.start({ id: 'we_A', brand: 'acme', mode: 'live' }, all) as { recovery: RecoveryView }
+    const { recovery: b } = await recoveries.start({ id: 'we_B', brand: 'acme', mode: 'live' }, all) as { recovery: RecoveryView }
+    expect(new Set(await store.allRunning())).toEqual(new Set([{ id: a.id, endpointId: 'we_A' }, { id: b.id, endpointId: 'we_B' }]))
+    // As when its time ran out with no instance to end it.
+    await redis.del(`${base}wr:${a.id}`)
+    expect(await store.allRunning()).toEqual([{ id: b.id, endpointId: 'we_B' }])
+    expect(await redis.zrange(`${base}wrrunning`, '0', '-1')).toEqual([b.id])
+  })
+
   it('ends unsent a delivery a cancelled recovery had already claimed and queued', async () => {
     const { endpoints, store, queue, recoveries } = setup()
     await endpoints.create(endpoint('we_A'), 10)
