@@ -7,6 +7,7 @@ import { loadConfig } from '../src/config.js'
 import { createGateway } from '../src/gateway.js'
 import { createLogger } from '../src/logger.js'
 import { RedisKeyStore } from '../src/keys/store.js'
+import { redisCpuUs as redisCpuOf, signedDelivery, type SignedDelivery } from './webhook-attempts.js'
 import { waitingRows } from './webhooks-waiting.js'
 
 // `node dist/bench/webhooks.js`: the webhook rows of docs/performance.md, "Webhooks". One
@@ -43,18 +44,14 @@ let deliveries = 0
 const byPath = new Map<string, number>()
 const liveReceived = new Map<string, number>()
 /** The first delivery as sent (headers and body), for the bare undici reference of the first row. */
-let sample: { headers: Record<string, string>; body: Buffer } | undefined
+let sample: SignedDelivery | undefined
 const receiver: Server = createServer((req, res) => {
   const chunks: Buffer[] = []
   req.on('data', (chunk: Buffer) => {
     if (sample === undefined) chunks.push(chunk)
   })
   req.on('end', () => {
-    if (sample === undefined && req.headers['webhook-signature'] !== undefined) {
-      const headers: Record<string, string> = {}
-      for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name)) headers[name] = value
-      sample = { headers, body: Buffer.concat(chunks) }
-    }
+    sample ??= signedDelivery(req, Buffer.concat(chunks))
     deliveries += 1
     const id = req.headers['webhook-id'] as string
     byPath.set(req.url as string, (byPath.get(req.url as string) ?? 0) + 1)
@@ -133,12 +130,7 @@ async function until(done: () => boolean, limitMs: number): Promise<void> {
   if (!done()) throw new Error('the deliveries did not all come in time')
 }
 
-/** Redis's own CPU so far, µs (INFO cpu: used_cpu_sys + used_cpu_user, the server's main thread and the rest). */
-async function redisCpuUs(): Promise<number> {
-  const info = await admin.info('cpu')
-  const field = (name: string): number => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? Number.NaN)
-  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6
-}
+const redisCpuUs = async (): Promise<number> => redisCpuOf(admin)
 
 /**
  * The reference of the first row: `count` POSTs of the captured delivery (its signed body and
