@@ -288,19 +288,19 @@ export class RequestLogStore {
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
     // The index's days live in other hash slots than the logs: written beside them, not in their script.
-    try {
-      await Promise.all([
-        ...logs.map(async ({ record, start, end }) => {
-          const [lines, entries] = this.keys(record.credentialId, record.mode)
-          return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, bytes.slice(start, end))
-        }),
-        ...days.map(async ({ day, start, end }) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, bytes.slice(start, end))),
-      ])
-    } finally {
-      // Every command has been sent (and answered or refused): the client holds none of its bytes.
-      bytes.clear()
-      this.spare = bytes
-    }
+    const sent = await Promise.allSettled([
+      ...logs.map(async ({ record, start, end }) => {
+        const [lines, entries] = this.keys(record.credentialId, record.mode)
+        return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, bytes.slice(start, end))
+      }),
+      ...days.map(async ({ day, start, end }) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, bytes.slice(start, end))),
+    ])
+    // Every command answered or refused (not only the first to fail): the client holds none of
+    // the buffer's bytes, so the next write may have it.
+    bytes.clear()
+    this.spare = bytes
+    const failed = sent.find((result) => result.status === 'rejected')
+    if (failed !== undefined) throw failed.reason
   }
 
   /**
