@@ -365,10 +365,7 @@ export class Deliveries {
     // Shutting down: a job taken after the close began (the attempt this instance just handed
     // back, or the next in the queue, before its worker stopped taking jobs) goes back untouched
     // for another instance, rather than being attempted while the connections close.
-    if (this.closing) {
-      await job.moveToDelayed(this.now(), token)
-      throw new DelayedError()
-    }
+    if (this.closing) return this.handBack(job, token)
     // The lease's holder is the job: after its instance died, the job run again finds its own lease.
     const holder = job.id as string
     const now = this.now()
@@ -397,6 +394,12 @@ export class Deliveries {
           .catch((error: unknown) => this.options.logger.warn({ err: error, recoveryId: job.data.recoveryId }, 'recovery delivery not counted yet; the sweep counts it'))
       }
     }
+  }
+
+  /** Puts a job back as it was, ready at once and its attempt not counted, for another instance: this one is shutting down. */
+  private async handBack(job: Job<DeliveryJob>, token: string | undefined): Promise<never> {
+    await job.moveToDelayed(this.now(), token)
+    throw new DelayedError()
   }
 
   /**
@@ -461,6 +464,8 @@ export class Deliveries {
       if (error instanceof SecretUnreadableError) return this.unreadable(job, endpoint, eventId, started)
       throw error
     }
+    // A close that began while this attempt was being prepared found nothing to abort: it goes back unsent.
+    if (this.closing) return this.handBack(job, token)
     const span = this.options.tracing?.startLinkedClientSpan('POST webhook', job.data.traceparent)
     const controller = new AbortController()
     this.inFlight.add(controller)
@@ -490,8 +495,7 @@ export class Deliveries {
         span?.setAttribute('gateway.webhook.outcome', 'handed_back')
         span?.end()
         // Shutting down: the job goes back as it was, its attempt not counted; another instance (or this one, restarted) makes it.
-        await job.moveToDelayed(this.now(), token)
-        throw new DelayedError()
+        return this.handBack(job, token)
       }
       failure = error
       outcome = blockedIn(error) !== undefined ? 'blocked' : controller.signal.reason === TIMED_OUT ? 'timeout' : 'failed'

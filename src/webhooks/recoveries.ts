@@ -299,8 +299,9 @@ export class RecoveryStore {
     const pipeline = this.redis.pipeline()
     for (const id of ids) pipeline.hget(this.wr(id), 'endpointId')
     const endpoints = (await execOrThrow(pipeline)) as (string | null)[]
-    // A recovery whose record expired while it ran (its instance gone for its whole life) is
-    // no longer listed for the next sweeps: the script that made it wrote both in one step.
+    // A recovery whose record expired while it ran (7 days after it began, whether or not an
+    // instance still fed it) is no longer listed for the next sweeps. No recovery being made can
+    // be among them: the script that makes one writes its record and this entry in one step.
     const expired = ids.filter((_, i) => endpoints[i] === null || endpoints[i] === undefined)
     if (expired.length > 0) await this.redis.zrem(this.running, ...expired)
     return ids.flatMap((id, i) => (endpoints[i] === null || endpoints[i] === undefined ? [] : [{ id, endpointId: endpoints[i] }]))
