@@ -18,7 +18,7 @@ import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './
 import { freePort } from './ports.js'
 import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
 import { benchTracing } from './tracing.js'
-import { WEBHOOK_ROW, webhookAttemptCost, webhookAttemptLines, type WebhookAttemptCost } from './webhook-attempts.js'
+import { WEBHOOK_ONLY, webhookAttemptCost, webhookAttemptLines, type WebhookAttemptCost } from './webhook-attempts.js'
 import { INSTALL_HINT, runWrk, wrkAvailable, type WrkRequest } from './wrk.js'
 
 // `npm run bench [-- --quick] [-- --skip-soak] [-- --only <text>[|<text>…]] [-- --node-options "<flags>"]
@@ -680,7 +680,7 @@ async function main(): Promise<void> {
   )
   const scenarios = ONLY === undefined ? allScenarios : allScenarios.filter((s) => ONLY.some((o) => s.name.toLowerCase().includes(o)))
   const calibrating = ONLY === undefined || ONLY.some((o) => 'calibration'.includes(o))
-  const webhooking = ONLY === undefined || ONLY.some((o) => WEBHOOK_ROW.toLowerCase().includes(o))
+  const webhooking = ONLY === undefined || ONLY.some((o) => o.includes(WEBHOOK_ONLY))
   if (scenarios.length === 0 && !calibrating && !webhooking) throw new Error(`--only matches no row; rows:\n${allScenarios.map((s) => `  ${s.name}`).join('\n')}`)
 
   // What the bare references (Fastify, node:http) answer: the gateway's own bytes for each request.
@@ -1215,8 +1215,11 @@ try {
   const stop = async (list: ChildProcess[]): Promise<void> => {
     await Promise.all(list.filter((child) => child.exitCode === null && child.signalCode === null).map(async (child) => {
       const exited = once(child, 'exit')
+      // A gateway the webhook row stopped (SIGSTOP) when the run was cut short goes on first.
+      child.kill('SIGCONT')
       child.kill('SIGTERM')
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000).unref())])
+      const stopped = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 20_000).unref())])
+      if (!stopped) child.kill('SIGKILL')
     }))
   }
   await stop([...gatewayProcesses])
