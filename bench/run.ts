@@ -804,7 +804,7 @@ async function main(): Promise<void> {
   const eventsMemory = scenarios.some((x) => x.gateway === 'events') ? await eventMemory(pmsUrl, acmeHotels) : undefined
   const eventsPage = scenarios.some((x) => x.gateway === 'events') ? await eventsPageCost(await startRedisServer(), EVENTS_CONFIG.types, QUICK ? 20 : 50) : undefined
   const requestLogWrites = scenarios.some((x) => (Object.values(REQUEST_LOG_ROWS) as string[]).includes(x.name)) ? await requestLogWriteCost(await startRedisServer(), QUICK ? 50_000 : 200_000) : undefined
-  const webhookAttempts = webhooking ? await measureWebhookAttempts(pmsUrl) : undefined
+  const webhookAttempts = webhooking ? await measureWebhookAttempts(pmsUrl, acmeHotels) : undefined
 
   const soaks: Soak[] = []
   if (flags['skip-soak'] !== true) {
@@ -857,7 +857,7 @@ async function main(): Promise<void> {
 }
 
 /** The webhook attempt row (webhook-attempts.ts) on a redis-server of its own: two gateways, as deployed, delivering to a receiver in this process. */
-async function measureWebhookAttempts(pmsUrl: string): Promise<WebhookAttemptCost> {
+async function measureWebhookAttempts(pmsUrl: string, hotels: readonly string[]): Promise<WebhookAttemptCost> {
   console.log(`webhooks: ${ROUNDS} rounds of ${QUICK ? 200 : 500} events to 16 endpoints, against a bare undici POST`)
   const redisUrl = await startRedisServer()
   const env = { REDIS_URL: redisUrl, EVENTS_PMS_TOKEN: PUBLISHER_TOKEN, EVENTS_BOOKINGS_TOKEN: `${PUBLISHER_TOKEN}-2` }
@@ -868,15 +868,14 @@ async function measureWebhookAttempts(pmsUrl: string): Promise<WebhookAttemptCos
       return { url: worker ? undefined : server.url, adminUrl: server.adminUrl as string, pid: server.pid }
     },
     startProcess: (script, processEnv) => startProcess(script, processEnv),
-    batch: (size, prefix) => hotelBatch(generateHotels().filter((h) => h.chain_code === 'ACME').map((h) => String(h.hotel_uuid)), size, prefix),
+    batch: (size, prefix) => hotelBatch(hotels, size, prefix),
   }, ROUNDS, QUICK ? 200 : 500)
 }
 
 /** A redis-server of the bench's own on a free port, without persistence; resolves to its URL once it answers. */
 async function startRedisServer(): Promise<string> {
   const port = await freePort()
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-  children.push(server)
+  children.push(spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' }))
   const url = `redis://127.0.0.1:${port}`
   for (let i = 0; i < 100 && !(await redisAnswers(url)); i += 1) await new Promise((r) => setTimeout(r, 50))
   return url

@@ -7,7 +7,7 @@ import { loadConfig } from '../src/config.js'
 import { createGateway } from '../src/gateway.js'
 import { createLogger } from '../src/logger.js'
 import { RedisKeyStore } from '../src/keys/store.js'
-import { redisCpuUs as redisCpuOf, signedDelivery, type SignedDelivery } from './webhook-attempts.js'
+import { redisCpuUs, signedDelivery, type SignedDelivery } from './webhook-attempts.js'
 import { waitingRows } from './webhooks-waiting.js'
 
 // `node dist/bench/webhooks.js`: the webhook rows of docs/performance.md, "Webhooks". One
@@ -130,8 +130,6 @@ async function until(done: () => boolean, limitMs: number): Promise<void> {
   if (!done()) throw new Error('the deliveries did not all come in time')
 }
 
-const redisCpuUs = async (): Promise<number> => redisCpuOf(admin)
-
 /**
  * The reference of the first row: `count` POSTs of the captured delivery (its signed body and
  * headers) to the same receiver with undici, `concurrency` at a time, on keep-alive
@@ -241,7 +239,7 @@ async function deliveryRows(): Promise<void> {
   // 1. Deliveries per second to a fast receiver, CPU per attempt.
   await endpoints(THROUGHPUT_ENDPOINTS)
   let before = deliveries
-  const redisBefore = await redisCpuUs()
+  const redisBefore = await redisCpuUs(admin)
   let cpu = process.cpuUsage()
   let started = performance.now()
   for (let i = 0; i < THROUGHPUT_EVENTS; i += 100) await publish(100)
@@ -249,7 +247,7 @@ async function deliveryRows(): Promise<void> {
   await until(() => deliveries - before >= expected, 300_000)
   let seconds = (performance.now() - started) / 1000
   let used = process.cpuUsage(cpu)
-  const redisPerAttempt = (await redisCpuUs() - redisBefore) / expected
+  const redisPerAttempt = (await redisCpuUs(admin) - redisBefore) / expected
   const attemptUs = (used.user + used.system) / expected
   row(`deliveries/s, ${THROUGHPUT_EVENTS} events × ${THROUGHPUT_ENDPOINTS} endpoints: ${Math.round(expected / seconds)}/s; CPU per attempt ${Math.round(attemptUs)} µs (whole process); Redis's own CPU per attempt ${Math.round(redisPerAttempt)} µs`)
   const bare = await bareUndiciUs(expected, THROUGHPUT_ENDPOINTS)

@@ -302,9 +302,15 @@ export class RecoveryStore {
     // A recovery whose record expired while it ran (7 days after it began, whether or not an
     // instance still fed it) is no longer listed for the next sweeps. No recovery being made can
     // be among them: the script that makes one writes its record and this entry in one step.
-    const expired = ids.filter((_, i) => endpoints[i] === null || endpoints[i] === undefined)
+    const running: { id: string; endpointId: string }[] = []
+    const expired: string[] = []
+    ids.forEach((id, i) => {
+      const endpointId = endpoints[i]
+      if (endpointId === null || endpointId === undefined) expired.push(id)
+      else running.push({ id, endpointId })
+    })
     if (expired.length > 0) await this.redis.zrem(this.running, ...expired)
-    return ids.flatMap((id, i) => (endpoints[i] === null || endpoints[i] === undefined ? [] : [{ id, endpointId: endpoints[i] }]))
+    return running
   }
 
   /** The recovery's deliveries queued before `before` and not yet counted. */
