@@ -88,9 +88,10 @@ for _, ulid in ipairs(redis.call('LRANGE', KEYS[3], cursor, cursor + want - 1)) 
 end
 redis.call('HSET', KEYS[2], 'cursor', cursor + #result - 2)
 redis.call('PEXPIRE', KEYS[5], ARGV[6])
--- Its queued deliveries go with the recovery, should none of them ever be counted.
-local ttl = redis.call('PTTL', KEYS[2])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end
+-- Its queued deliveries go with the recovery, should none of them ever be counted: at the same
+-- instant (a PTTL read and a PEXPIRE set can see two clocks a millisecond apart).
+local at = redis.call('PEXPIRETIME', KEYS[2])
+if at > 0 then redis.call('PEXPIREAT', KEYS[4], at) end
 return result
 `
 
@@ -114,7 +115,7 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'cancelled')
 finish({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, ARGV[1], ARGV[2])
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do redis.call('ZREM', KEYS[6], id) end
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIREAT', KEYS[2], redis.call('PEXPIRETIME', KEYS[1]))
 return 1
 `
 

@@ -507,7 +507,7 @@ describe('recoveries', () => {
     const { recovery } = await recoveries.start({ id: 'we_A', brand: 'acme', mode: 'live' }, all) as { recovery: RecoveryView }
     const queued = `${base}wrl:${recovery.id}`
     expect(await redis.zcard(queued)).toBe(2)
-    // When each expires (epoch ms; a script's commands share one clock): the list with the recovery.
+    // When each expires (epoch ms; the scripts copy the record's expiry to the list, so equal): the list with the recovery.
     const expiry = async (key: string): Promise<number> => redis.pexpiretime(key)
     const running = await expiry(`${base}wr:${recovery.id}`)
     expect(running).toBeGreaterThan(Date.now())
