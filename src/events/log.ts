@@ -96,6 +96,12 @@ export class EventLog {
    * event's (80 random bits), which only the indexes of its own brand and mode ever name.
    */
   private readonly cache: LRUCache<string, string> | undefined
+  /**
+   * Events read one by one (a delivery's attempt, `GET /v1/events/{id}`), by brand, mode and
+   * ULID: any id may be asked for there, so the key names the partition it was found in. An
+   * event delivered to many endpoints is read from Redis once per instance.
+   */
+  private readonly single: LRUCache<string, { json: string; event: PublicEvent }> | undefined
 
   /** The public types in force: a reload replaces them whole (src/gateway.ts). */
   types: EventTypes
@@ -106,6 +112,7 @@ export class EventLog {
     this.now = options.now ?? Date.now
     const entries = options.cachedEvents ?? 0
     this.cache = entries > 0 ? new LRUCache({ max: entries }) : undefined
+    this.single = entries > 0 ? new LRUCache({ max: entries }) : undefined
   }
 
   /** Adds a listener of stored events (deliveries hook in here). */
@@ -251,12 +258,17 @@ export class EventLog {
   /** The JSON of event `id` (`evt_` and a ULID, any case) when `viewer` sees it; undefined otherwise. */
   async get(viewer: Viewer, id: string): Promise<string | undefined> {
     const ulid = id.slice(EVENT_ID_PREFIX.length).toUpperCase()
-    const partition: Partition = { brand: viewer.brand, mode: viewer.mode }
-    const record = await this.store.get(partition, ulid)
-    if (record === null) return undefined
-    const { json } = split(record)
-    const event = JSON.parse(json) as PublicEvent
-    const facts: EventFacts = { brand: partition.brand, mode: event.mode, type: event.type, propertyId: event.propertyId }
+    const key = `${viewer.brand} ${viewer.mode} ${ulid}`
+    let found = this.single?.get(key)
+    if (found === undefined) {
+      const record = await this.store.get({ brand: viewer.brand, mode: viewer.mode }, ulid)
+      if (record === null) return undefined
+      const json = publicPart(record)
+      found = { json, event: JSON.parse(json) as PublicEvent }
+      this.single?.set(key, found)
+    }
+    const { json, event } = found
+    const facts: EventFacts = { brand: viewer.brand, mode: event.mode, type: event.type, propertyId: event.propertyId }
     // Past the retention it is gone, though its record outlives it by the grace.
     if (Date.parse(event.createdAt) < this.now() - this.retentionMs || !this.types.sees(viewer, facts)) return undefined
     return json

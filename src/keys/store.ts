@@ -178,6 +178,8 @@ export interface KeyStore {
   onChange(listener: (digest: string) => void): void
   /** Called when changes may have been missed (a lost subscription). */
   onResync(listener: () => void): void
+  /** Whether `onChange` hears the changes made by every instance (a store made without a subscriber hears none). */
+  readonly hearsChanges: boolean
   close(): Promise<void>
 }
 
@@ -297,6 +299,10 @@ export class RedisKeyStore implements KeyStore {
     /** Makes the subscriber connection; only instances that cache keys subscribe. */
     private readonly connectSubscriber?: () => RedisClient,
   ) {}
+
+  get hearsChanges(): boolean {
+    return this.connectSubscriber !== undefined
+  }
 
   private recordKey(digest: string): string {
     return `${this.namespace}key:${digest}`
@@ -598,6 +604,8 @@ export class MemoryKeyStore implements KeyStore {
   private readonly byDigest = new Map<string, KeyRecord>()
   private readonly grants = new Map<string, GrantRecord>()
   private readonly listeners: ((digest: string) => void)[] = []
+  /** Every change is made in this process, and announced. */
+  readonly hearsChanges = true
 
   private changed(digest: string): void {
     for (const listener of this.listeners) listener(digest)

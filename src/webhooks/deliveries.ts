@@ -5,9 +5,9 @@ import { request } from 'undici'
 import type { EventLog, LoggedEvent } from '../events/log.js'
 import type { Viewer } from '../events/types.js'
 import { UlidFactory } from '../events/ulid.js'
-import type { GrantRecord } from '../keys/grants.js'
 import type { KeyMode } from '../keys/principal.js'
-import type { KeyRecord, KeyStore } from '../keys/store.js'
+import { RecordsById, type RecordsByIdOptions } from '../keys/records-by-id.js'
+import type { KeyStore } from '../keys/store.js'
 import { EVENT_ID_PREFIX } from '../routes/policy.js'
 import type { RedisClient } from '../redis.js'
 import type { Tracing } from '../tracing/tracing.js'
@@ -78,6 +78,8 @@ export interface DeliveriesOptions {
   store: EndpointStore
   log: EventLog
   keys: KeyStore
+  /** How long a credential's record is kept for attempts, when no change is heard (`keyCache`). */
+  credentialCache: RecordsByIdOptions
   box: SecretBox
   logger: Logger
   /** BullMQ's connections (retries forever while Redis is away). */
@@ -151,6 +153,8 @@ export class Deliveries {
   /** The longest a delivery lives: how long its manual count and its place in a park are kept. */
   readonly lifetimeMs: number
   private credentialsSeen = { at: 0, viewers: new Map<string, Promise<Viewer | undefined>>() }
+  /** The endpoints' owners, read once until a change is heard (records-by-id.ts). */
+  private readonly credentials: RecordsById
   /** Recoveries after an outage (with a RecoveryStore). */
   readonly recoveries: Recoveries | undefined
   private readonly retentionMs: number
@@ -158,6 +162,7 @@ export class Deliveries {
   constructor(private readonly options: DeliveriesOptions) {
     this.now = options.now ?? Date.now
     const { settings } = options
+    this.credentials = new RecordsById(options.keys, options.credentialCache)
     this.leaseMs = settings.deliveryTimeoutMs + LEASE_GRACE_MS
     this.lifetimeMs = deliveryLifetimeMs(settings.retrySchedule, settings.deliveryTimeoutMs)
     this.outbound = new EndpointConnections({
@@ -317,16 +322,11 @@ export class Deliveries {
     return 'queued'
   }
 
-  private async credentialRecord(credentialId: string): Promise<KeyRecord | GrantRecord | null> {
-    const keys = this.options.keys
-    return credentialId.startsWith('cli_') ? keys.findGrantById(credentialId) : keys.findById(credentialId)
-  }
-
   /** What the credential that owns an endpoint sees now; undefined when it may see nothing (gone, suspended, revoked, expired). Read once per `seen`. */
   private viewerOf(credentialId: string, seen?: Map<string, Promise<Viewer | undefined>>): Promise<Viewer | undefined> {
     let viewer = seen?.get(credentialId)
     if (viewer === undefined) {
-      viewer = this.credentialRecord(credentialId).then((record) => viewerOfCredential(record, this.now()))
+      viewer = this.credentials.get(credentialId).then((record) => viewerOfCredential(record, this.now()))
       seen?.set(credentialId, viewer)
     }
     return viewer

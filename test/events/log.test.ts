@@ -184,8 +184,8 @@ describe.each(['redis', 'memory'] as const)('the event log over the %s store', (
     expect(await ids({})).toEqual(['g-a', 'g-b', 'g-c'])
   })
 
-  it('reads one event only for a credential that sees it, and not past the retention', async () => {
-    const { log, clock } = setup(kind)
+  it.each([0, 10])('reads one event only for a credential that sees it, and not past the retention (%i events cached)', async (cachedEvents) => {
+    const { log, clock } = setup(kind, cachedEvents)
     const [made] = await log.ingest('pms', 'live', [checked(0, 'a', 'property.updated')]) as unknown as [{ eventId: string }]
     const json = await log.get(viewer(), made.eventId)
     expect(parse(`[${json as string}]`)[0]).toMatchObject({ id: made.eventId, propertyId: HOTEL })
@@ -226,6 +226,22 @@ describe('the log\'s cache of events read', () => {
       expect(await redis.del(`${partitionPrefix(prefix, { brand: 'acme', mode: 'live' })}e:${(before[0] as string).slice(4)}`)).toBe(1)
       const after = await log.list(viewer(), {}, 1, 10)
       expect(parse(after.json).map((e) => e.id)).toEqual(cached > 0 ? before : before.slice(1))
+    }
+  })
+
+  it('keeps an event read by its id under the brand and mode it was found in; without a cache, one gone from Redis is gone', async () => {
+    for (const cached of [10, 0]) {
+      const prefix = testPrefix()
+      prefixes.push(prefix)
+      const log = new EventLog(new RedisEventStore(redis, prefix), types, { retentionDays: 2, cachedEvents: cached })
+      const [made] = await log.ingest('pms', 'live', [checked(0, 'a', 'guest.created')]) as unknown as [{ eventId: string }]
+      const json = await log.get(viewer(), made.eventId)
+      expect(parse(`[${json as string}]`)[0]).toMatchObject({ id: made.eventId, type: 'guest.created' })
+      expect(await redis.del(`${partitionPrefix(prefix, { brand: 'acme', mode: 'live' })}e:${made.eventId.slice(4)}`)).toBe(1)
+      expect(await log.get(viewer(), made.eventId)).toBe(cached > 0 ? json : undefined)
+      // Another brand or mode asking for the same id finds nothing, cached or not.
+      expect(await log.get(viewer({ brand: 'globex' }), made.eventId)).toBeUndefined()
+      expect(await log.get(viewer({ mode: 'test' }), made.eventId)).toBeUndefined()
     }
   })
 })

@@ -31,6 +31,8 @@ const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
 const types = eventTypes()
 const keys = new RedisKeyStore(redis, prefix)
+// Made without a subscriber, the store hears no changes: every attempt reads its credential (src/keys/records-by-id.ts).
+const credentialCache = { ttlMs: 10_000, maxEntries: 100 }
 const KEY = 'k'.repeat(32)
 const box = new SecretBox(KEY)
 const receiver = new Receiver()
@@ -85,7 +87,7 @@ interface InstanceOptions {
 function instance(store: EndpointStore, log: EventLog, options: InstanceOptions = {}) {
   const told: Told = { attempts: [], unreadable: 0 }
   const deliveries = new Deliveries({
-    settings: { ...settings, ...options.over }, store, log, keys, box: options.box ?? box, logger: pino({ level: 'silent' }), work: options.work ?? true, userAgent: 'partner-gateway-test/1',
+    settings: { ...settings, ...options.over }, store, log, keys, credentialCache, box: options.box ?? box, logger: pino({ level: 'silent' }), work: options.work ?? true, userAgent: 'partner-gateway-test/1',
     connection: () => {
       const client = new Redis(REDIS_URL, { maxRetriesPerRequest: null })
       connections.push(client)

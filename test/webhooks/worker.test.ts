@@ -27,6 +27,8 @@ const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
 const types = eventTypes()
 const keys = new RedisKeyStore(redis, prefix)
+// Made without a subscriber, the store hears no changes: every attempt reads its credential (src/keys/records-by-id.ts).
+const credentialCache = { ttlMs: 10_000, maxEntries: 100 }
 const box = new SecretBox('k'.repeat(32))
 const receiver = new Receiver()
 const attempts: [AttemptOutcome, number][] = []
@@ -45,7 +47,7 @@ function world(over: Partial<DeliverySettings> = {}) {
   const log = new EventLog(new MemoryEventStore(), types, { retentionDays: 1 })
   const store = new EndpointStore(redis, ns)
   const deliveries = new Deliveries({
-    settings: { ...settings, ...over }, store, log, keys, box, logger: pino({ level: 'silent' }), work: true, userAgent: 'partner-gateway-test/1',
+    settings: { ...settings, ...over }, store, log, keys, credentialCache, box, logger: pino({ level: 'silent' }), work: true, userAgent: 'partner-gateway-test/1',
     connection: () => {
       const client = new Redis(REDIS_URL, { maxRetriesPerRequest: null })
       connections.push(client)
