@@ -99,9 +99,10 @@ export class EventLog {
   /**
    * Events read one by one (a delivery's attempt, `GET /v1/events/{id}`), by brand, mode and
    * ULID: any id may be asked for there, so the key names the partition it was found in. An
-   * event delivered to many endpoints is read from Redis once per instance.
+   * event delivered to many endpoints is read from Redis once per instance, though their
+   * attempts run at once: the read is kept while under way. A miss or a failed read is not kept.
    */
-  private readonly single: LRUCache<string, { json: string; event: PublicEvent }> | undefined
+  private readonly single: LRUCache<string, Promise<{ json: string; event: PublicEvent } | undefined>> | undefined
 
   /** The public types in force: a reload replaces them whole (src/gateway.ts). */
   types: EventTypes
@@ -255,18 +256,33 @@ export class EventLog {
     return found.filter((json): json is string => json !== undefined)
   }
 
+  /** One event's public JSON and what it says, from Redis; undefined when it has none. */
+  private async readOne(partition: Partition, ulid: string): Promise<{ json: string; event: PublicEvent } | undefined> {
+    const record = await this.store.get(partition, ulid)
+    if (record === null) return undefined
+    const json = publicPart(record)
+    return { json, event: JSON.parse(json) as PublicEvent }
+  }
+
   /** The JSON of event `id` (`evt_` and a ULID, any case) when `viewer` sees it; undefined otherwise. */
   async get(viewer: Viewer, id: string): Promise<string | undefined> {
     const ulid = id.slice(EVENT_ID_PREFIX.length).toUpperCase()
     const key = `${viewer.brand} ${viewer.mode} ${ulid}`
-    let found = this.single?.get(key)
-    if (found === undefined) {
-      const record = await this.store.get({ brand: viewer.brand, mode: viewer.mode }, ulid)
-      if (record === null) return undefined
-      const json = publicPart(record)
-      found = { json, event: JSON.parse(json) as PublicEvent }
-      this.single?.set(key, found)
+    let reading = this.single?.get(key)
+    if (reading === undefined) {
+      const read = this.readOne({ brand: viewer.brand, mode: viewer.mode }, ulid)
+      reading = read
+      const single = this.single
+      if (single !== undefined) {
+        single.set(key, read)
+        const forget = (): void => {
+          if (single.peek(key) === read) single.delete(key)
+        }
+        read.then((found) => { if (found === undefined) forget() }, forget)
+      }
     }
+    const found = await reading
+    if (found === undefined) return undefined
     const { json, event } = found
     const facts: EventFacts = { brand: viewer.brand, mode: event.mode, type: event.type, propertyId: event.propertyId }
     // Past the retention it is gone, though its record outlives it by the grace.

@@ -229,6 +229,39 @@ describe('the log\'s cache of events read', () => {
     }
   })
 
+  it('reads an event asked for by many at once once; keeps neither a miss nor a failed read', async () => {
+    const prefix = testPrefix()
+    prefixes.push(prefix)
+    const store = new RedisEventStore(redis, prefix)
+    const writer = new EventLog(store, types, { retentionDays: 2 })
+    const [made] = await writer.ingest('pms', 'live', [checked(0, 'a', 'guest.created')]) as unknown as [{ eventId: string }]
+    const recordKey = `${partitionPrefix(prefix, { brand: 'acme', mode: 'live' })}e:${made.eventId.slice(4)}`
+    const record = await redis.get(recordKey) as string
+    // The store at the log's edge, its reads counted, and failing while told to.
+    let reads = 0
+    let failing = false
+    const counted = Object.assign(Object.create(store) as RedisEventStore, {
+      get: async (...args: Parameters<RedisEventStore['get']>) => {
+        reads += 1
+        if (failing) throw new Error('connection refused')
+        return store.get(...args)
+      },
+    })
+    const log = new EventLog(counted, types, { retentionDays: 2, cachedEvents: 10 })
+    expect(await redis.del(recordKey)).toBe(1)
+    expect(await log.get(viewer(), made.eventId)).toBeUndefined()
+    await redis.set(recordKey, record)
+    failing = true
+    await expect(log.get(viewer(), made.eventId)).rejects.toThrow('connection refused')
+    failing = false
+    const json = await writer.get(viewer(), made.eventId)
+    expect(json).toBeDefined()
+    reads = 0
+    expect(await Promise.all(Array.from({ length: 16 }, () => log.get(viewer(), made.eventId)))).toEqual(Array.from({ length: 16 }, () => json))
+    expect(await log.get(viewer(), made.eventId)).toBe(json)
+    expect(reads).toBe(1)
+  })
+
   it('keeps an event read by its id under the brand and mode it was found in; without a cache, one gone from Redis is gone', async () => {
     for (const cached of [10, 0]) {
       const prefix = testPrefix()
