@@ -377,6 +377,36 @@ describe('signing secrets and the keys that seal them', () => {
     expect(at('unreadable')).toEqual([])
   })
 
+  it('opens each signing secret once, and a rotated one when it first signs', async () => {
+    // The box at the instance's edge, its openings counted by sealed value.
+    const openings: string[] = []
+    const counting = Object.assign(Object.create(box) as SecretBox, {
+      open: (sealed: string, context: string) => {
+        openings.push(sealed)
+        return box.open(sealed, context)
+      },
+    })
+    const { service, log, store } = world({ box: counting })
+    const made = (await (service.prepareCreate(acme, { url: path('opened-once'), eventTypes: ['property.updated'] }))()).data as { id: string; secret: string }
+    const first = (await store.get(made.id))?.secrets[0]?.sealed as string
+    const sent: string[] = []
+    for (const source of ['src-once-1', 'src-once-2']) {
+      sent.push(await ingest(log, checked(0, source)))
+      expect(await eventually(async () => receiver.of(sent.at(-1) as string).length === 1, WAIT_MS)).toBe(true)
+    }
+    expect(sent.map((eventId) => verifies(made.secret, receiver.of(eventId)[0]))).toEqual([true, true])
+    expect(openings).toEqual([first])
+    // Rotated: the new secret is opened at its first use, the old one (still signing) is not opened again.
+    const rotated = (await (await service.prepareRotate(acme, made.id, undefined))()).data as { secret: string }
+    const current = (await store.get(made.id))?.secrets.find((s) => s.expiresAt === null)?.sealed as string
+    const eventId = await ingest(log, checked(0, 'src-once-3'))
+    expect(await eventually(async () => receiver.of(eventId).length === 1, WAIT_MS)).toBe(true)
+    const request = receiver.of(eventId)[0]
+    expect(String(request?.headers['webhook-signature']).split(' ')).toHaveLength(2)
+    expect([verifies(rotated.secret, request), verifies(made.secret, request)]).toEqual([true, true])
+    expect(openings).toEqual([first, current])
+  })
+
   it('leaves out a rotated-out secret no key opens, and signs with the current one alone', async () => {
     const { service, log, store, told } = world()
     const made = (await (service.prepareCreate(acme, { url: path('rotated-out'), eventTypes: ['property.updated'] }))()).data as { id: string; secret: string }
