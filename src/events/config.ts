@@ -51,7 +51,7 @@ export const eventFields = {
     .describe('How an internal type becomes a public one; an internal type no entry maps is accepted and dropped. A public type may come from a live and a sandbox publisher (two entries)'),
   retentionDays: z.number().int().min(1).max(90).default(30).describe('How long events are kept, and readable at `/v1/events`'),
   cachedEvents: z.number().int().min(0).default(20000)
-    .describe('Events whose JSON each instance keeps in memory once read (an event never changes), so an event many credentials read is read from Redis once per instance; 0 keeps none'),
+    .describe('Events whose JSON each instance keeps in memory once read (an event never changes), so an event many credentials read, or delivered to many endpoints, is read from Redis once per instance; sizes two caches, of pages and of events read by id; 0 keeps none'),
 }
 
 /** What is wrong with an event object's path template, or undefined. */

@@ -72,6 +72,16 @@ export interface EventLogOptions {
   now?: () => number
 }
 
+/** An event read by id, as the cache of such reads keeps it: its JSON, and what deciding who sees it needs. */
+interface OneEvent {
+  json: string
+  mode: KeyMode
+  type: string
+  propertyId: string | null
+  /** Epoch ms. */
+  createdAt: number
+}
+
 /** Copies of a (source, id) are recognised for this long. */
 export const DEDUPE_MS = 24 * 3_600_000
 
@@ -102,7 +112,7 @@ export class EventLog {
    * event delivered to many endpoints is read from Redis once per instance, though their
    * attempts run at once: the read is kept while under way. A miss or a failed read is not kept.
    */
-  private readonly single: LRUCache<string, Promise<{ json: string; event: PublicEvent } | undefined>> | undefined
+  private readonly single: LRUCache<string, Promise<OneEvent | undefined>> | undefined
 
   /** The public types in force: a reload replaces them whole (src/gateway.ts). */
   types: EventTypes
@@ -256,12 +266,13 @@ export class EventLog {
     return found.filter((json): json is string => json !== undefined)
   }
 
-  /** One event's public JSON and what it says, from Redis; undefined when it has none. */
-  private async readOne(partition: Partition, ulid: string): Promise<{ json: string; event: PublicEvent } | undefined> {
+  /** One event's public JSON and what deciding who sees it needs, from Redis; undefined when it has none. */
+  private async readOne(partition: Partition, ulid: string): Promise<OneEvent | undefined> {
     const record = await this.store.get(partition, ulid)
     if (record === null) return undefined
     const json = publicPart(record)
-    return { json, event: JSON.parse(json) as PublicEvent }
+    const event = JSON.parse(json) as PublicEvent
+    return { json, mode: event.mode, type: event.type, propertyId: event.propertyId, createdAt: Date.parse(event.createdAt) }
   }
 
   /** The JSON of event `id` (`evt_` and a ULID, any case) when `viewer` sees it; undefined otherwise. */
@@ -275,6 +286,7 @@ export class EventLog {
       const single = this.single
       if (single !== undefined) {
         single.set(key, read)
+        // Only this read's entry: a read pushed out of the cache and made again since is another's.
         const forget = (): void => {
           if (single.peek(key) === read) single.delete(key)
         }
@@ -283,10 +295,9 @@ export class EventLog {
     }
     const found = await reading
     if (found === undefined) return undefined
-    const { json, event } = found
-    const facts: EventFacts = { brand: viewer.brand, mode: event.mode, type: event.type, propertyId: event.propertyId }
+    const facts: EventFacts = { brand: viewer.brand, mode: found.mode, type: found.type, propertyId: found.propertyId }
     // Past the retention it is gone, though its record outlives it by the grace.
-    if (Date.parse(event.createdAt) < this.now() - this.retentionMs || !this.types.sees(viewer, facts)) return undefined
-    return json
+    if (found.createdAt < this.now() - this.retentionMs || !this.types.sees(viewer, facts)) return undefined
+    return found.json
   }
 }

@@ -8,9 +8,9 @@ import type { ReloadRules } from '../config/reload-rules.js'
 
 export const keysFileFields = {
   keyCache: z.strictObject({
-    ttlMs: positiveInt.default(10000).describe('How long a key record (or a miss) is trusted without asking Redis'),
+    ttlMs: positiveInt.default(10000).describe('How long a key record (or a miss) is trusted without asking Redis; also how long a delivering instance keeps an endpoint owner\'s record when no change to it is heard'),
     graceMs: z.number().int().min(0).default(60000).describe('While Redis is down, how long past `ttlMs` a cached key keeps working'),
-    maxEntries: positiveInt.default(100000).describe('Key records kept per instance'),
+    maxEntries: positiveInt.default(100000).describe('Key records kept per instance (and, apart, endpoint owners\' records kept by a delivering instance)'),
   }).prefault({}),
   abuse: z.strictObject({
     authFailuresPerMinute: positiveInt.default(600)

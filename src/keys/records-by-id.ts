@@ -27,6 +27,8 @@ export class RecordsById {
   private readonly cache: LRUCache<string, CredentialRecord> | undefined
   /** Changes heard (and resyncs): a read under way across one is not kept. */
   private changes = 0
+  /** Reads under way since the last change, by id: attempts for one owner made at once share one. */
+  private readonly reading = new Map<string, Promise<CredentialRecord | null>>()
 
   constructor(private readonly store: KeyStore, options: RecordsByIdOptions) {
     if (!store.hearsChanges) return
@@ -34,8 +36,9 @@ export class RecordsById {
     const forget = (): void => {
       this.changes += 1
       // A change names a digest, not an id, and changes are rare (an operator's or a partner's
-      // act): every record is read again.
+      // act): every record is read again, and no one joins a read begun before it.
       this.cache?.clear()
+      this.reading.clear()
     }
     store.onChange(forget)
     store.onResync(forget)
@@ -43,13 +46,29 @@ export class RecordsById {
 
   /** The record of a key (`key_…`) or a grant (`cli_…`) by its id; null when none has it. */
   async get(id: string): Promise<CredentialRecord | null> {
-    const kept = this.cache?.get(id)
+    if (this.cache === undefined) return this.read(id)
+    const kept = this.cache.get(id)
     if (kept !== undefined) return kept
+    let pending = this.reading.get(id)
+    if (pending === undefined) {
+      const read = this.readKeeping(id)
+      pending = read
+      this.reading.set(id, read)
+      void read.finally(() => {
+        if (this.reading.get(id) === read) this.reading.delete(id)
+      }).catch(() => undefined)
+    }
+    return pending
+  }
+
+  private read(id: string): Promise<CredentialRecord | null> {
+    return id.startsWith('cli_') ? this.store.findGrantById(id) : this.store.findById(id)
+  }
+
+  /** `read`, the record kept unless a change came while it was under way (record-cache.ts, `read`, says why). No credential is kept as missing: a key's records are written in steps, and its creation is announced to no one. */
+  private async readKeeping(id: string): Promise<CredentialRecord | null> {
     const changes = this.changes
-    const record = await (id.startsWith('cli_') ? this.store.findGrantById(id) : this.store.findById(id))
-    // Redis may have answered before a change and the message come in first, over the other
-    // connection: what was read then is used once, not kept. No credential is kept as missing:
-    // a key's records are written in steps, and its creation is announced to no one.
+    const record = await this.read(id)
     if (record !== null && changes === this.changes) this.cache?.set(id, record)
     return record
   }

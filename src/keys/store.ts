@@ -604,7 +604,7 @@ export class MemoryKeyStore implements KeyStore {
   private readonly byDigest = new Map<string, KeyRecord>()
   private readonly grants = new Map<string, GrantRecord>()
   private readonly listeners: ((digest: string) => void)[] = []
-  /** Every change is made in this process, and announced. */
+  /** Every change to a record is made in this process and announced (a creation is not: nothing of a credential can be cached before it exists). */
   readonly hearsChanges = true
 
   private changed(digest: string): void {

@@ -115,6 +115,7 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'cancelled')
 finish({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, ARGV[1], ARGV[2])
 for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do redis.call('ZREM', KEYS[6], id) end
+-- The record's expiry, which finish has just set.
 redis.call('PEXPIREAT', KEYS[2], redis.call('PEXPIRETIME', KEYS[1]))
 return 1
 `

@@ -22,6 +22,9 @@ export const DELIVERY_SETTINGS: DeliverySettings = {
   allowPrivateTargets: true, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, retentionDays: 1,
 }
 
+/** The owners' records kept by an instance (`keyCache`); a key store made without a subscriber hears no changes, so it reads them every time (src/keys/records-by-id.ts). */
+export const CREDENTIAL_CACHE = { ttlMs: 10_000, maxEntries: 100 }
+
 export const WEBHOOK_SETTINGS: WebhookSettings = { maxEndpointsPerCredential: 3, maxManualDeliveriesPerEndpoint: 2, maxRecoveryEvents: 100, allowHttp: true, allowPrivateTargets: true }
 
 /** A property.updated of the hotel (or a guest.created), as the ingest checks it. */

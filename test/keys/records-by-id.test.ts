@@ -149,6 +149,24 @@ describe('credentials by id between reads and changes', () => {
     expect(stand.reads).toBe(2)
   })
 
+  it('shares a read under way among the attempts made at once, but not with one asking after a change', async () => {
+    const stand = new StandInStore()
+    const records = new RecordsById(stand.store, options)
+    stand.holding = true
+    const together = [records.get('key_a'), records.get('key_a')]
+    expect(stand.reads).toBe(1)
+    stand.status = 'suspended'
+    for (const listener of stand.changed) listener()
+    const after = records.get('key_a')
+    expect(stand.reads).toBe(2)
+    stand.letGo()
+    expect(await Promise.all(together)).toEqual([{ id: 'key_a', status: 'active' }, { id: 'key_a', status: 'active' }])
+    expect(await after).toEqual({ id: 'key_a', status: 'suspended' })
+    // The read begun after the change is the one kept.
+    expect(await records.get('key_a')).toEqual({ id: 'key_a', status: 'suspended' })
+    expect(stand.reads).toBe(2)
+  })
+
   it('reads every record again after a resync (changes may have been missed)', async () => {
     const stand = new StandInStore()
     const records = new RecordsById(stand.store, options)

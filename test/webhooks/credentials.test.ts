@@ -63,7 +63,9 @@ describe('endpoints of credentials that may not receive', () => {
     const metrics = await (await fetch(`${admin}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text()
     expect(metrics).toMatch(/^gateway_webhook_endpoints\{status="enabled"\} 1$/m)
     expect(metrics).toMatch(/^gateway_webhook_endpoints\{status="disabled"\} 1$/m)
-    // Resumed, the key's endpoint gets the next event again.
+    // Resumed, the key's endpoint gets the next event again. The change is published before
+    // setStatus resolves, so the gateway's subscriber holds it before the ingest below has made
+    // its first Redis round trip, let alone fanned out with the owner's record it keeps.
     await keys.setStatus(suspended.id, 'active')
     accepted(await publish(admin, hotelChanged(hotel)))
     expect((await deliveries?.backlog())?.pending).toBe(3)

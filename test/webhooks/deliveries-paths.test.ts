@@ -7,7 +7,7 @@ import type { CheckedEvent } from '../../src/events/cloudevents.js'
 import { EventLog } from '../../src/events/log.js'
 import { MemoryEventStore } from '../../src/events/store.js'
 import type { Principal } from '../../src/keys/principal.js'
-import { RedisKeyStore } from '../../src/keys/store.js'
+import { RedisKeyStore, type KeyStore } from '../../src/keys/store.js'
 import type { Tracing } from '../../src/tracing/tracing.js'
 import { Deliveries, type DeliverySettings } from '../../src/webhooks/deliveries.js'
 import { EndpointStore, secretContext, type AttemptOutcome } from '../../src/webhooks/endpoints.js'
@@ -16,7 +16,7 @@ import { SecretBox } from '../../src/webhooks/secrets.js'
 import { WebhookEndpoints } from '../../src/webhooks/service.js'
 import { Receiver } from '../helpers/receiver.js'
 import { eventually, freePort, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
-import { checked, DELIVERY_SETTINGS, eventTypes, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
+import { checked, CREDENTIAL_CACHE, DELIVERY_SETTINGS, eventTypes, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
 
 // The paths of a delivery that the everyday ones (worker.test.ts) do not take, without a
 // gateway: what an attempt lists (a refused connection, the time it took) and the backlog
@@ -31,8 +31,6 @@ const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
 const types = eventTypes()
 const keys = new RedisKeyStore(redis, prefix)
-// Made without a subscriber, the store hears no changes: every attempt reads its credential (src/keys/records-by-id.ts).
-const credentialCache = { ttlMs: 10_000, maxEntries: 100 }
 const KEY = 'k'.repeat(32)
 const box = new SecretBox(KEY)
 const receiver = new Receiver()
@@ -81,13 +79,15 @@ interface InstanceOptions {
   /** False: the instance queues deliveries but makes none (EVENTS_WORKER=off). */
   work?: boolean
   now?: () => number
+  /** The key store the instance reads owners from (one without a subscriber, hearing no changes, by default). */
+  keys?: KeyStore
 }
 
 /** One instance's deliveries (working) over `store` and `log`. */
 function instance(store: EndpointStore, log: EventLog, options: InstanceOptions = {}) {
   const told: Told = { attempts: [], unreadable: 0 }
   const deliveries = new Deliveries({
-    settings: { ...settings, ...options.over }, store, log, keys, credentialCache, box: options.box ?? box, logger: pino({ level: 'silent' }), work: options.work ?? true, userAgent: 'partner-gateway-test/1',
+    settings: { ...settings, ...options.over }, store, log, keys: options.keys ?? keys, credentialCache: CREDENTIAL_CACHE, box: options.box ?? box, logger: pino({ level: 'silent' }), work: options.work ?? true, userAgent: 'partner-gateway-test/1',
     connection: () => {
       const client = new Redis(REDIS_URL, { maxRetriesPerRequest: null })
       connections.push(client)
@@ -339,6 +339,39 @@ describe('endpoints deleted before their deliveries are made', () => {
     await send().catch((error: unknown) => { refused = error })
     expect(refused).toMatchObject({ code: 'WEBHOOK_ENDPOINT_NOT_FOUND', status: 404 })
     expect(await deliveries.queue.getJobCounts('wait', 'delayed', 'active', 'completed', 'failed')).toEqual({ wait: 0, delayed: 0, active: 0, completed: 0, failed: 0 })
+  })
+})
+
+describe('the owner of an endpoint, as the instance keeps it', () => {
+  it('sends while it holds the owner\'s record, and sends nothing once it hears the owner was suspended', async () => {
+    // A key store that hears the change channel, subscribed before it is used.
+    const hearing = new RedisKeyStore(redis, prefix, () => {
+      const subscriber = new Redis(REDIS_URL)
+      connections.push(subscriber)
+      return subscriber
+    })
+    let heard: () => void = () => undefined
+    hearing.onChange(() => heard())
+    const subscribed = async (): Promise<boolean> => ((await redis.pubsub('NUMSUB', `${prefix}keys:changed`)) as [string, number])[1] >= 1
+    expect(await eventually(subscribed, WAIT_MS)).toBe(true)
+    const { record } = await keys.create({ brand: 'acme', mode: 'live', properties: '*' })
+    const owner = { ...acme, keyId: record.id } as Principal
+    const { service, log, deliveries } = world({ keys: hearing })
+    const made = (await (service.prepareCreate(owner, { url: path('kept-owner'), eventTypes: ['property.updated'] }))()).data as { id: string; secret: string }
+    const first = await ingest(log, checked(0, 'src-owner-1'))
+    expect(await eventually(async () => receiver.of(first).length === 1, WAIT_MS)).toBe(true)
+    // Suspended behind the channel's back: the instance holds the record it read, and sends.
+    expect(await redis.hset(`${prefix}key:${record.digest}`, 'status', 'suspended')).toBe(0)
+    const second = await ingest(log, checked(0, 'src-owner-2'))
+    expect(await eventually(async () => receiver.of(second).length === 1, WAIT_MS)).toBe(true)
+    expect(verifies(made.secret, receiver.of(second)[0])).toBe(true)
+    // Suspended as the key tool and the credentials API do it, announced: the next event is not even queued.
+    const change = new Promise<void>((resolve) => { heard = resolve })
+    await keys.setStatus(record.id, 'suspended')
+    await change
+    const third = await ingest(log, checked(0, 'src-owner-3'))
+    expect(await deliveries.queue.getJob(`${third.slice(4)}.${made.id}`)).toBeUndefined()
+    expect(receiver.of(third)).toEqual([])
   })
 })
 

@@ -14,7 +14,7 @@ import { SecretBox } from '../../src/webhooks/secrets.js'
 import { WebhookEndpoints } from '../../src/webhooks/service.js'
 import { Receiver } from '../helpers/receiver.js'
 import { eventually, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
-import { checked, DELIVERY_SETTINGS, eventTypes, HOTEL, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
+import { checked, CREDENTIAL_CACHE, DELIVERY_SETTINGS, eventTypes, HOTEL, receiverPath, WAIT_MS, WEBHOOK_SETTINGS } from '../helpers/webhook-unit.js'
 
 // Deliveries and the endpoints API without a gateway (docs/architecture.md, "Webhooks"): the
 // service over a real store, queue and worker (BullMQ on the test's Redis), delivering to a
@@ -27,8 +27,6 @@ const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
 const types = eventTypes()
 const keys = new RedisKeyStore(redis, prefix)
-// Made without a subscriber, the store hears no changes: every attempt reads its credential (src/keys/records-by-id.ts).
-const credentialCache = { ttlMs: 10_000, maxEntries: 100 }
 const box = new SecretBox('k'.repeat(32))
 const receiver = new Receiver()
 const attempts: [AttemptOutcome, number][] = []
@@ -47,7 +45,7 @@ function world(over: Partial<DeliverySettings> = {}) {
   const log = new EventLog(new MemoryEventStore(), types, { retentionDays: 1 })
   const store = new EndpointStore(redis, ns)
   const deliveries = new Deliveries({
-    settings: { ...settings, ...over }, store, log, keys, credentialCache, box, logger: pino({ level: 'silent' }), work: true, userAgent: 'partner-gateway-test/1',
+    settings: { ...settings, ...over }, store, log, keys, credentialCache: CREDENTIAL_CACHE, box, logger: pino({ level: 'silent' }), work: true, userAgent: 'partner-gateway-test/1',
     connection: () => {
       const client = new Redis(REDIS_URL, { maxRetriesPerRequest: null })
       connections.push(client)
