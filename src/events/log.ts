@@ -110,9 +110,10 @@ export class EventLog {
    * Events read one by one (a delivery's attempt, `GET /v1/events/{id}`), by brand, mode and
    * ULID: any id may be asked for there, so the key names the partition it was found in. An
    * event delivered to many endpoints is read from Redis once per instance, though their
-   * attempts run at once: the read is kept while under way. A miss or a failed read is not kept.
+   * attempts run at once: lru-cache's `fetch` shares a read under way, and keeps neither a miss
+   * (undefined) nor a failed read.
    */
-  private readonly single: LRUCache<string, Promise<OneEvent | undefined>> | undefined
+  private readonly single: LRUCache<string, OneEvent, { partition: Partition; ulid: string }> | undefined
 
   /** The public types in force: a reload replaces them whole (src/gateway.ts). */
   types: EventTypes
@@ -123,7 +124,9 @@ export class EventLog {
     this.now = options.now ?? Date.now
     const entries = options.cachedEvents ?? 0
     this.cache = entries > 0 ? new LRUCache({ max: entries }) : undefined
-    this.single = entries > 0 ? new LRUCache({ max: entries }) : undefined
+    this.single = entries > 0
+      ? new LRUCache<string, OneEvent, { partition: Partition; ulid: string }>({ max: entries, fetchMethod: async (_key, _stale, { context }) => this.readOne(context.partition, context.ulid) })
+      : undefined
   }
 
   /** Adds a listener of stored events (deliveries hook in here). */
@@ -278,22 +281,10 @@ export class EventLog {
   /** The JSON of event `id` (`evt_` and a ULID, any case) when `viewer` sees it; undefined otherwise. */
   async get(viewer: Viewer, id: string): Promise<string | undefined> {
     const ulid = id.slice(EVENT_ID_PREFIX.length).toUpperCase()
-    const key = `${viewer.brand} ${viewer.mode} ${ulid}`
-    let reading = this.single?.get(key)
-    if (reading === undefined) {
-      const read = this.readOne({ brand: viewer.brand, mode: viewer.mode }, ulid)
-      reading = read
-      const single = this.single
-      if (single !== undefined) {
-        single.set(key, read)
-        // Only this read's entry: a read pushed out of the cache and made again since is another's.
-        const forget = (): void => {
-          if (single.peek(key) === read) single.delete(key)
-        }
-        read.then((found) => { if (found === undefined) forget() }, forget)
-      }
-    }
-    const found = await reading
+    const partition: Partition = { brand: viewer.brand, mode: viewer.mode }
+    const found = this.single === undefined
+      ? await this.readOne(partition, ulid)
+      : await this.single.fetch(`${viewer.brand} ${viewer.mode} ${ulid}`, { context: { partition, ulid } })
     if (found === undefined) return undefined
     const facts: EventFacts = { brand: viewer.brand, mode: found.mode, type: found.type, propertyId: found.propertyId }
     // Past the retention it is gone, though its record outlives it by the grace.
