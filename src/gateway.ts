@@ -106,7 +106,7 @@ export interface Gateway {
   deliveries: Deliveries | undefined
   /** The partner portal's sessions (with Redis, and `portal.enabled`). */
   portal: PortalSessions | undefined
-  /** The request log (with Redis, and `requestLog.enabled`). */
+  /** The request log's writer and store (with Redis; they keep nothing while `requestLog.enabled` is false). */
   requestLog: { writer: RequestLogWriter; store: RequestLogStore } | undefined
 }
 
@@ -242,9 +242,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       endpoints.reconfigure(next.events)
     })
   }
-  // Each credential's requests (docs/architecture.md, "The request log"), with Redis only.
+  // Each credential's requests (docs/architecture.md, "The request log"), with Redis only. The
+  // writer and store are made whether the log is on or not: `requestLog.enabled` is reloadable,
+  // and the public app built for a configuration takes them only while it is on.
   let requestLog: { writer: RequestLogWriter; store: RequestLogStore } | undefined
-  if (redis !== undefined && config.requestLog.enabled) {
+  if (redis !== undefined) {
     const store = new RequestLogStore(redis, config.redisPrefix, config.requestLog, options.requestLogClock)
     const monitor = redisMonitor
     const writer = new RequestLogWriter(store, {
@@ -264,7 +266,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const publicApp = (appConfig: Config, appServices: Services, listener: { dispatch: Dispatch } | { detached: true }, eventTypes?: EventTypes): Promise<FastifyInstance> => buildApp({
     config: appConfig, logger, keys, properties, health, metrics, rateLimiter, services: appServices, hasSandbox: sandboxOf(appConfig, appServices, options.properties !== undefined),
     proxyHooks, idempotency, usage, credentials, events, ...(eventTypes === undefined ? {} : { eventTypes }),
-    ...(requestLog === undefined ? {} : { requestLog }),
+    ...(requestLog === undefined || !appConfig.requestLog.enabled ? {} : { requestLog }),
     ...(webhooks === undefined ? {} : { webhooks }),
     ...(portal === undefined ? {} : { portal }),
     ...(tracing === undefined ? {} : { tracing }),
@@ -334,7 +336,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     health, redis: redisMonitor, upstreams: allUpstreams, caches: () => caches.map(({ name, cache }) => ({ name, entries: cache.entries, hitRatio: cache.hitRatio })),
     authenticator, tokens, startedAt: Date.now(), ...(deliveries === undefined ? {} : { webhooks: () => deliveries?.snapshot }),
     config: () => reloader.inForce,
-    ...(requestLog === undefined ? {} : { requestLog: requestLog.writer }),
+    ...(requestLog === undefined ? {} : { requestLog: { writer: requestLog.writer, enabled: () => reloader.config.requestLog.enabled } }),
   }, {
     token: config.adminToken,
     docsUrl: config.docsUrl,

@@ -23,8 +23,8 @@ export interface StatusSources {
   webhooks?: () => DeliverySnapshot | undefined
   /** The configuration in force: its file's hash and when it was loaded (docs/operations.md, "Changing the configuration"). */
   config?: () => { hash: string; loadedAt: string }
-  /** The request log's writer of this instance; absent without Redis or with the log off. */
-  requestLog?: RequestLogWriterStatus
+  /** The request log's writer of this instance, and whether the configuration in force keeps entries; absent without Redis. */
+  requestLog?: { writer: RequestLogWriterStatus; enabled: () => boolean }
 }
 
 /** What /status shows of the request log's writer (docs/operations.md, "Status"). */
@@ -75,11 +75,12 @@ export function statusReport(sources: StatusSources) {
     // This instance's buffer and its counts since start: a gap in a partner's log shows here first.
     ...(sources.requestLog === undefined ? {} : {
       requestLog: {
-        buffered: sources.requestLog.size,
-        bufferMax: sources.requestLog.bufferMax,
-        lastFlushAt: sources.requestLog.lastFlushAt === null ? null : new Date(sources.requestLog.lastFlushAt).toISOString(),
-        written: sources.requestLog.written,
-        dropped: { ...sources.requestLog.dropped },
+        enabled: sources.requestLog.enabled(),
+        buffered: sources.requestLog.writer.size,
+        bufferMax: sources.requestLog.writer.bufferMax,
+        lastFlushAt: sources.requestLog.writer.lastFlushAt === null ? null : new Date(sources.requestLog.writer.lastFlushAt).toISOString(),
+        written: sources.requestLog.writer.written,
+        dropped: { ...sources.requestLog.writer.dropped },
       },
     }),
   }

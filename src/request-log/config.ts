@@ -8,7 +8,7 @@ import type { ReloadRules } from '../config/reload-rules.js'
 export const requestLogFileFields = {
   requestLog: z.strictObject({
     enabled: z.boolean().default(true)
-      .describe('Keep an entry per request of each credential, which the partner reads at `GET /v1/request-logs`; false: nothing is kept and the routes answer 404'),
+      .describe('Keep an entry per request of each credential, which the partner reads at `GET /v1/request-logs`; false: nothing is kept and that route answers 404 (what was kept stays until its retention ends)'),
     flushMs: positiveInt.min(50).max(60_000).default(1000)
       .describe('How often each instance writes the entries it holds to Redis (also every 500 entries, and at graceful shutdown); an entry appears within this plus a second'),
     bufferMax: positiveInt.max(1_000_000).default(10_000)
@@ -20,6 +20,13 @@ export const requestLogFileFields = {
 
 /** What a reload may change of this section (src/config/reload-rules.ts). */
 export const requestLogReload: ReloadRules = {
-  reloadable: {},
-  restartOnly: { requestLog: 'the request log\'s writer and store are made at start' },
+  reloadable: {
+    'requestLog.enabled': 'the next request: kept from then on, or not; while off, `/v1/request-logs` answers 404 and the admin routes read what was kept',
+  },
+  restartOnly: {
+    'requestLog.flushMs': 'the writer\'s timer is set at start',
+    'requestLog.bufferMax': 'the writer\'s buffer is bounded at start',
+    'requestLog.retentionDays': 'the store\'s retention is set at start',
+    'requestLog.maxPerCredential': 'the store\'s bound is set at start',
+  },
 }

@@ -1,3 +1,4 @@
+import { request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MockIdp } from '../../mocks/idp/server.js'
 import { loadConfig } from '../../src/config.js'
@@ -5,7 +6,7 @@ import { accepted, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { grantClient, invalidTokenChallenge, oauthFor } from '../helpers/oauth.js'
 import { expectProblem } from '../helpers/problem.js'
-import { REDIS_URL } from '../helpers/redis.js'
+import { eventually, REDIS_URL } from '../helpers/redis.js'
 import { ConfigFile, reloadAt, shipped, shippedWith } from '../helpers/reload.js'
 
 // The sections a reload changes besides the routes (docs/operations.md, "Changing the
@@ -110,5 +111,34 @@ describe('a reload changes', () => {
     const refused = await t.get('/v1/properties', token)
     expectProblem(refused, { code: 'INVALID_ACCESS_TOKEN', instance: '/v1/properties' })
     expect(refused.headers['www-authenticate']).toBe(invalidTokenChallenge('This API takes API keys; it accepts no access tokens.'))
+  })
+
+  it('the request log: switched off, no request is kept and /v1/request-logs answers 404; on again, requests are kept again', async () => {
+    const { key } = await t.keyWithId()
+    const requestIdOf = (answer: Answer): string => answer.headers['service-request-id'] as string
+    const logged = async (count: number): Promise<string[]> => {
+      let ids: string[] = []
+      await eventually(async () => {
+        const page = await t.get('/v1/request-logs', key)
+        ids = page.statusCode === 200 ? (dataOf(page) as { id: string }[]).map((e) => e.id) : []
+        return ids.length >= count
+      }, 15_000, 100)
+      return ids
+    }
+    const requestLogStatus = async (): Promise<boolean> => (await (await request(`${admin}/status`)).body.json() as { requestLog: { enabled: boolean } }).requestLog.enabled
+    const kept = await t.get('/v1/properties?perPage=1', key)
+    expect({ status: kept.statusCode, logged: await logged(1), enabled: await requestLogStatus() }).toEqual({ status: 200, logged: [requestIdOf(kept)], enabled: true })
+
+    await reloadWith({ requestLog: { enabled: false } })
+    const notKept = await t.get('/v1/properties?perPage=2', key)
+    expect(notKept.statusCode).toBe(200)
+    expectProblem(await t.get('/v1/request-logs', key), { code: 'ROUTE_NOT_FOUND', instance: '/v1/request-logs' })
+    expect(await requestLogStatus()).toBe(false)
+
+    await reloadWith({ requestLog: { enabled: true } })
+    const keptAgain = await t.get('/v1/properties?perPage=3', key)
+    expect(keptAgain.statusCode).toBe(200)
+    // The request made while the log was off came before this one, so would have been written with it or before it.
+    expect({ logged: await logged(2), enabled: await requestLogStatus() }).toEqual({ logged: [requestIdOf(keptAgain), requestIdOf(kept)], enabled: true })
   })
 })

@@ -208,17 +208,17 @@ describe('/status', () => {
     try {
       const url = await listen(small)
       const status = async () => (JSON.parse((await admin('/status', { base: url, token: null })).body) as { requestLog: unknown }).requestLog
-      expect(await status()).toEqual({ buffered: 0, bufferMax: 2, lastFlushAt: null, written: 0, dropped: { buffer_full: 0, redis: 0 } })
+      expect(await status()).toEqual({ enabled: true, buffered: 0, bufferMax: 2, lastFlushAt: null, written: 0, dropped: { buffer_full: 0, redis: 0 } })
       const key = await small.key()
       for (let i = 0; i < 3; i += 1) expect((await small.get('/v1/properties', key)).statusCode).toBe(200)
       // The answers are sent before their entries are kept: the third finds the buffer full.
       expect(await eventually(async () => JSON.stringify(await status()) === JSON.stringify({
-        buffered: 2, bufferMax: 2, lastFlushAt: null, written: 0, dropped: { buffer_full: 1, redis: 0 },
+        enabled: true, buffered: 2, bufferMax: 2, lastFlushAt: null, written: 0, dropped: { buffer_full: 1, redis: 0 },
       }), 10_000, 50)).toBe(true)
       const before = Date.now()
       await small.gateway.requestLog?.writer.flush()
       const after = await status() as { lastFlushAt: string }
-      expect(after).toEqual({ buffered: 0, bufferMax: 2, lastFlushAt: expect.stringMatching(TIMESTAMP), written: 2, dropped: { buffer_full: 1, redis: 0 } })
+      expect(after).toEqual({ enabled: true, buffered: 0, bufferMax: 2, lastFlushAt: expect.stringMatching(TIMESTAMP), written: 2, dropped: { buffer_full: 1, redis: 0 } })
       expect(Date.parse(after.lastFlushAt)).toBeGreaterThanOrEqual(before)
     } finally {
       await small.close()
