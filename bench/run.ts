@@ -212,6 +212,8 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
 
 interface Target extends WrkRequest {
   pid: number
+  /** Run before each load of this target, outside its measure (the request log switched on or off). */
+  before?: () => Promise<void>
 }
 interface Measure {
   answers: number
@@ -245,6 +247,7 @@ function childrenCpuMicros(): number {
 
 /** Sends `amount` requests (or runs for `seconds`) with wrk and measures the server behind `target`. */
 async function load(target: Target, connections: number, size: { amount: number } | { seconds: number }): Promise<Measure> {
+  await target.before?.()
   const cpuBefore = cpuMicros(target.pid)
   const callsBefore = syscalls(target.pid)
   const driverBefore = childrenCpuMicros()
@@ -328,7 +331,8 @@ function baseOf(server: Server, call: Call): string {
  * cached GET's second target), or `gateway` (another gateway configuration: the tracing rows
  * against the gateway without tracing).
  */
-type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'peer' } | { kind: 'pms'; call: Call } | { kind: 'proxy' } | { kind: 'gateway'; gateway: string; call?: Call; name?: string }
+type Reference = { kind: 'fastify' } | { kind: 'node' } | { kind: 'peer' } | { kind: 'pms'; call: Call } | { kind: 'proxy' }
+  | { kind: 'gateway'; gateway: string; call?: Call; name?: string; before?: () => Promise<void> }
 
 /** One row: a gateway configuration and a request to it, the answer it must give, its references (the first is the target's). */
 interface Scenario {
@@ -343,6 +347,8 @@ interface Scenario {
   soak?: boolean
   /** Something to do once before the bytes are captured (the 429 row spends its quota). */
   prepare?: (gateway: Server) => Promise<void>
+  /** Run before each load of the row's gateway, outside its measure (Target's). */
+  before?: () => Promise<void>
 }
 
 interface Compared {
@@ -492,9 +498,10 @@ async function main(): Promise<void> {
       const url = await privateRedis()
       return startGateway('events', pmsUrl, { events: EVENTS_CONFIG }, { REDIS_URL: url, EVENTS_PMS_TOKEN: PUBLISHER_TOKEN, EVENTS_BOOKINGS_TOKEN: `${PUBLISHER_TOKEN}-2` })
     },
-    // The request log off (docs/performance.md, "The request log"): the references of its rows.
-    'log-off': () => startGateway('log-off', pmsUrl, { oauth, requestLog: { enabled: false } }),
-    'declared-log-off': () => declared('declared-log-off', { requestLog: { enabled: false } }),
+    // The request log's rows (docs/performance.md, "The request log"): a gateway each whose log
+    // is switched on and off by a reload before each load, so that both sides are one process.
+    'log-switched': () => startGateway('log-switched', pmsUrl, { oauth }),
+    'declared-log-switched': () => declared('declared-log-switched', {}),
     declared: () => declared('declared', {}),
   }
   async function declared(name: string, extra: Record<string, unknown>): Promise<Server> {
@@ -666,11 +673,27 @@ async function main(): Promise<void> {
   // The request log: the cached GET and the pass-through with it on against the same with it
   // off; a filtered page over a credential holding 50,000 entries (written before the row).
   const { key: logKey, record: logRecord } = await store.create({ brand: 'acme', mode: 'live', properties: '*', rateLimit: 2_000_000_000, name: 'bench-request-log' })
+  // Two processes, however alike, differ by more than the log costs (the A/A row): each of these
+  // rows measures one gateway, its log switched on, then off, by a reload before each load.
+  const requestLogSwitch = (name: string, on: boolean) => async (): Promise<void> => {
+    const server = await gateway(name)
+    const file = join(dir, `${name}.json`)
+    const config = JSON.parse(readFileSync(file, 'utf8')) as { requestLog?: Record<string, unknown> }
+    if (config.requestLog?.enabled === on) return
+    writeFileSync(file, JSON.stringify({ ...config, requestLog: { ...config.requestLog, enabled: on } }))
+    const res = await request(`${server.adminUrl as string}/admin/v1/config/reload`, { method: 'POST', headers: DEPLOYED ? { authorization: `Bearer ${SHIPPED_ENV.ADMIN_TOKEN as string}` } : {} })
+    const text = await res.body.text()
+    if (res.statusCode !== 200 || !text.includes('"changed":true')) throw new Error(`${name}: the reload switching its request log ${on ? 'on' : 'off'} was answered ${res.statusCode}: ${text.slice(0, 300)}`)
+  }
+  const logOff = (name: string): Reference => ({ kind: 'gateway', gateway: name, name: 'same gateway, log off', before: requestLogSwitch(name, false) })
   allScenarios.push(
-    { name: REQUEST_LOG_ROWS.cached, gateway: 'cached', call: single, status: 200, references: [{ kind: 'gateway', gateway: 'log-off', name: 'gateway, log off' }], connections: CONNECTIONS, amount: AMOUNT },
     {
-      name: REQUEST_LOG_ROWS.passThrough, gateway: 'declared', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200,
-      references: [{ kind: 'gateway', gateway: 'declared-log-off', name: 'gateway, log off' }], connections: CONNECTIONS, amount: AMOUNT,
+      name: REQUEST_LOG_ROWS.cached, gateway: 'log-switched', call: single, status: 200, before: requestLogSwitch('log-switched', true),
+      references: [logOff('log-switched')], connections: CONNECTIONS, amount: AMOUNT,
+    },
+    {
+      name: REQUEST_LOG_ROWS.passThrough, gateway: 'declared-log-switched', call: { path: '/v1/guests?perPage=10', headers: auth }, status: 200, before: requestLogSwitch('declared-log-switched', true),
+      references: [logOff('declared-log-switched')], connections: CONNECTIONS, amount: AMOUNT,
     },
     {
       name: REQUEST_LOG_ROWS.page, gateway: 'cached', call: { path: '/v1/request-logs?status=404', headers: { ...auth, authorization: `Bearer ${logKey}` } }, status: 200,
@@ -753,9 +776,9 @@ async function main(): Promise<void> {
       const base = (ref.kind === 'proxy' ? proxyServer : ref.kind === 'peer' ? peer : ref.kind === 'gateway' ? await gateway(ref.gateway) : bare.get(ref.kind)) as Server
       // A gateway reference may send its own request (another key: the allowed-addresses row).
       const call = ref.kind === 'gateway' && ref.call !== undefined ? ref.call : s.call
-      references.push({ url: `${base.url}${call.path}`, headers: call.headers, pid: base.pid, ...sendOf(call) })
+      references.push({ url: `${base.url}${call.path}`, headers: call.headers, pid: base.pid, ...sendOf(call), ...(ref.kind === 'gateway' && ref.before !== undefined ? { before: ref.before } : {}) })
     }
-    targets.set(s.name, { gateway: { url: `${baseOf(server, s.call)}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call) }, references })
+    targets.set(s.name, { gateway: { url: `${baseOf(server, s.call)}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call), ...(s.before === undefined ? {} : { before: s.before }) }, references })
   }
 
   const measured = new Map<string, { gateway: Measure[]; references: Measure[][] }>()
