@@ -11,7 +11,9 @@ import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
 const redis = new Redis(REDIS_URL)
 const prefix = testPrefix()
-const NOW = Date.UTC(2026, 10, 29, 12, 0, 0, 0)
+// Noon of today (UTC): the keys expire a retention after it by the real clock, so a fixed date
+// would have them gone at once once the retention after it has passed.
+const NOW = Math.floor(Date.now() / 86_400_000) * 86_400_000 + 12 * 3_600_000
 
 afterAll(async () => {
   await removePrefix(redis, prefix)
@@ -93,6 +95,75 @@ describe('a batch written as one argument per log', () => {
     const page = await store.list('key_many', 'live', {}, 1, 3)
     expect([page.total, (JSON.parse(page.json) as { id: string }[]).map((e) => e.id)]).toEqual([1200, ['req_many_1199', 'req_many_1198', 'req_many_1197']])
     expect(await store.find('req_many_0')).toBe(entryJson(many[0] as RequestLogRecord))
+  })
+})
+
+describe('the reads of a log', () => {
+  const DAY = 86_400_000
+  const log = Array.from({ length: 620 }, (_, i) => record(`req_read_${i}`, { credentialId: 'key_read', atMs: NOW - 620 + i }))
+  const idsOf = (json: string): string[] => (JSON.parse(json) as { id: string }[]).map((e) => e.id)
+
+  it('lists a page newest first within a window, each bound exclusive, with how many the window holds', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    await store.write(log)
+    const all = await store.list('key_read', 'live', {}, 2, 3)
+    expect([all.total, idsOf(all.json)]).toEqual([620, ['req_read_616', 'req_read_615', 'req_read_614']])
+    const window = await store.list('key_read', 'live', { createdAfter: NOW - 10, createdBefore: NOW - 5 }, 1, 10)
+    expect([window.total, idsOf(window.json)]).toEqual([4, ['req_read_614', 'req_read_613', 'req_read_612', 'req_read_611']])
+    expect(await store.list('key_read', 'live', {}, 1000, 10)).toEqual({ json: '[]', total: 620 })
+    expect(await store.list('key_read', 'test', {}, 1, 10)).toEqual({ json: '[]', total: 0 })
+    expect([await store.count('key_read', 'live', undefined, undefined), await store.count('key_read', 'live', NOW - 10, undefined), await store.count('key_read', 'live', undefined, NOW - 610), await store.count('key_read', 'live', NOW - 10, NOW - 5)])
+      .toEqual([620, 9, 10, 4])
+  })
+
+  it('exports a window newest first, 500 entries a chunk', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    await store.write(log)
+    const chunks: string[][] = []
+    for await (const chunk of store.entries('key_read', 'live', undefined, NOW)) chunks.push(chunk.map((e) => e.id))
+    expect(chunks.map((c) => c.length)).toEqual([500, 120])
+    expect(chunks.flat()).toEqual(log.map((r) => r.id).reverse())
+    const narrow: string[][] = []
+    for await (const chunk of store.entries('key_read', 'live', NOW - 4, NOW - 1)) narrow.push(chunk.map((e) => e.id))
+    expect(narrow).toEqual([['req_read_618', 'req_read_617']])
+    const none: string[][] = []
+    for await (const chunk of store.entries('key_read', 'test', undefined, NOW)) none.push(chunk.map((e) => e.id))
+    expect(none).toEqual([])
+  })
+
+  it('finds a request id whatever its credential on each day of the retention, and not after it', async () => {
+    const entry = record('req_days', { credentialId: 'key_days', mode: 'test' })
+    await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).write([entry])
+    const lookUp = async (now: number): Promise<unknown> => new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => now).ownerOf('req_days')
+    expect(await lookUp(NOW)).toEqual({ credentialId: 'key_days', mode: 'test' })
+    expect(await lookUp(NOW + 7 * DAY)).toEqual({ credentialId: 'key_days', mode: 'test' })
+    expect(await lookUp(NOW + 8 * DAY)).toBeUndefined()
+    expect(await lookUp(NOW - DAY)).toBeUndefined()
+    expect(await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).find('req_nobody')).toBeUndefined()
+    // The day's index goes a retention after its day ends.
+    const day = `${prefix}reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`
+    expect(await redis.pttl(day)).toBeGreaterThan(7 * DAY)
+    expect(await redis.pttl(day)).toBeLessThanOrEqual(8 * DAY)
+  })
+
+  it('writes a batch larger than the buffer it starts with, and the next batch after it', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    // Six entries of 150,000 characters, ~450 KB each in UTF-8: the buffer (512 KiB) grows to take them.
+    const large = Array.from({ length: 6 }, (_, i) => record(`req_large_${i}`, { credentialId: 'key_large', atMs: NOW - 10 + i, userAgent: `${i}${'é'.repeat(75_000)}${'x'.repeat(75_000)}` }))
+    await store.write(large)
+    const after = record('req_after_large', { credentialId: 'key_large', atMs: NOW })
+    await store.write([after])
+    for (const r of [...large, after]) expect(JSON.parse(await store.get('key_large', 'live', r.id) ?? 'null')).toEqual(seen(r))
+  })
+
+  it('throws when Redis refuses a write, and writes the next batch whole', async () => {
+    const broken = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false })
+    const refusing = new RequestLogStore(broken, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    await expect(refusing.write([record('req_refused', { credentialId: 'key_refused' })])).rejects.toThrow()
+    broken.disconnect()
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    await store.write([record('req_next', { credentialId: 'key_refused' })])
+    expect(idsOf((await store.list('key_refused', 'live', {}, 1, 10)).json)).toEqual(['req_next'])
   })
 })
 
