@@ -80,7 +80,7 @@ describe('the mutation summary', () => {
   it('narrows the config to some modules, keeping the files it leaves out', async () => {
     const patterns = await mutatePatterns()
     expect(patternsFor(patterns, ['src/ratelimit/', 'src/keys'])).toEqual([
-      'src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts', '!src/webhooks/cli.ts', '!src/webhooks/routes.ts',
+      'src/keys/**/*.ts', 'src/ratelimit/**/*.ts', '!src/portal/web/**', '!src/request-log/routes.ts', '!src/request-log/admin-routes.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts', '!src/webhooks/cli.ts', '!src/webhooks/routes.ts',
     ])
     expect(() => patternsFor(patterns, ['src/nothing'])).toThrow('not a module of stryker.config.mjs: src/nothing')
   })
@@ -93,10 +93,10 @@ describe('the mutation summary', () => {
     for (const files of Object.values(UNIT_TEST_FILES)) for (const file of files) expect(existsSync(file), file).toBe(true)
   })
 
-  it('mutates every module that holds contract rules, the idempotency code, the event log and the partner client included', async () => {
+  it('mutates every module that holds contract rules, the idempotency code, the event log, the request log and the partner client included', async () => {
     expect(modulesOf(await mutatePatterns())).toEqual([
-      'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src', 'src/credentials', 'src/events', 'src/webhooks', 'src/portal', 'src/lifecycle',
+      'src/pipeline', 'src/contract', 'src/keys', 'src/proxy', 'src/properties', 'src/ratelimit', 'src/oauth', 'src/idempotency', 'sdk/src', 'src/credentials', 'src/events', 'src/webhooks', 'src/portal', 'src/lifecycle', 'src/request-log',
     ])
-    expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/portal/web/**', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts', '!src/webhooks/cli.ts', '!src/webhooks/routes.ts'])
+    expect(patternsFor(await mutatePatterns(), ['sdk/src'])).toEqual(['sdk/src/**/*.ts', '!src/portal/web/**', '!src/request-log/routes.ts', '!src/request-log/admin-routes.ts', '!src/pipeline/log.ts', '!src/keys/cli.ts', '!src/credentials/tool.ts', '!src/credentials/admin-openapi.ts', '!src/events/routes.ts', '!src/webhooks/cli.ts', '!src/webhooks/routes.ts'])
   })
 })
