@@ -203,6 +203,24 @@ describe('the CSV export', () => {
 })
 
 describe('/status', () => {
+  it('says the log is off when a gateway starts with it off: nothing is kept, the partner\'s route answers 404, the admin port reads what was kept', async () => {
+    const off = await TestGateway.start({ env: { ADMIN_TOKEN: TOKEN }, config: { requestLog: { enabled: false, flushMs: 50 } } })
+    try {
+      const url = await listen(off)
+      const { key, id } = await off.keyWithId()
+      expect((await off.get('/v1/properties', key)).statusCode).toBe(200)
+      expectProblem(await off.get('/v1/request-logs', key), { code: 'ROUTE_NOT_FOUND', instance: '/v1/request-logs' })
+      // A few of the writer's periods: had the request been kept, it would have been written by now.
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const status = JSON.parse((await admin('/status', { base: url })).body) as { requestLog: unknown }
+      expect(status.requestLog).toEqual({ enabled: false, buffered: 0, bufferMax: 10_000, lastFlushAt: null, written: 0, dropped: { buffer_full: 0, redis: 0 } })
+      const kept = await admin(`/admin/v1/credentials/${id}/request-logs`, { base: url })
+      expect({ status: kept.statusCode, data: (JSON.parse(kept.body) as Page).data }).toEqual({ status: 200, data: [] })
+    } finally {
+      await off.close()
+    }
+  })
+
   it('shows the instance\'s buffer, its last flush, and the entries written and dropped', async () => {
     const small = await TestGateway.start({ config: { requestLog: { flushMs: 60_000, bufferMax: 2 } } })
     try {
