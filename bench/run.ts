@@ -323,6 +323,11 @@ function baseOf(server: Server, call: Call): string {
   return call.admin === true ? server.adminUrl as string : server.url
 }
 
+/** What wrk loads to send `call` to the gateway `server` and measure it, `before` run ahead of each load. */
+function targetOf(server: Server, call: Call, before?: () => Promise<void>): Target {
+  return { url: `${baseOf(server, call)}${call.path}`, headers: call.headers, pid: server.pid, ...sendOf(call), ...(before === undefined ? {} : { before }) }
+}
+
 /**
  * A reference: `fastify` (bare Fastify 5 answering with the bytes the gateway sent: the floor
  * for an answer the gateway gives itself), `node:http` (the same with bare node:http), `pms`
@@ -700,7 +705,7 @@ async function main(): Promise<void> {
     const server = await gateway(name)
     for (let i = 0; i < 6; i += 1) {
       await requestLogSwitch(name, i % 2 === 1)()
-      await load({ url: `${server.url}${call.path}`, headers: call.headers, pid: server.pid }, CONNECTIONS, { seconds: 1 })
+      await load(targetOf(server, call), CONNECTIONS, { seconds: 1 })
     }
   }
   allScenarios.push(
@@ -799,7 +804,7 @@ async function main(): Promise<void> {
       const call = ref.kind === 'gateway' && ref.call !== undefined ? ref.call : s.call
       references.push({ url: `${base.url}${call.path}`, headers: call.headers, pid: base.pid, ...sendOf(call), ...(ref.kind === 'gateway' && ref.before !== undefined ? { before: ref.before } : {}) })
     }
-    targets.set(s.name, { gateway: { url: `${baseOf(server, s.call)}${s.call.path}`, headers: s.call.headers, pid: server.pid, ...sendOf(s.call), ...(s.before === undefined ? {} : { before: s.before }) }, references })
+    targets.set(s.name, { gateway: targetOf(server, s.call, s.before), references })
   }
 
   const measured = new Map<string, { gateway: Measure[]; references: Measure[][] }>()
