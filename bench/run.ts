@@ -16,6 +16,7 @@ import { benchCredentials } from './credentials.js'
 import { eventsPageCost, type EventsPageCost } from './events-page.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort } from './ports.js'
+import { pairedRatio } from './paired.js'
 import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
 import { benchTracing } from './tracing.js'
 import { WEBHOOK_ONLY, webhookAttemptCost, webhookAttemptLines, type WebhookAttemptCost } from './webhook-attempts.js'
@@ -354,6 +355,14 @@ interface Scenario {
   prepare?: (gateway: Server) => Promise<void>
   /** Run before each load of the row's gateway, outside its measure (Target's). */
   before?: () => Promise<void>
+  /**
+   * Loads per side per round, each of `amount` ÷ this many requests, the gateway's and its one
+   * reference's alternating: for a row whose two sides are one process and must be read against
+   * each other closely (the request log's), its figure the median of the CPU ratios of
+   * adjacent loads (Row's `pairedCpuRatio`), which the machine's drift moves far less than
+   * two sides' medians a round apart.
+   */
+  splits?: number
 }
 
 interface Compared {
@@ -378,7 +387,15 @@ interface Row {
    * one side did it.
    */
   roundsCpuUs: { gateway: number[]; references: number[][] }
+  /**
+   * A row with `splits`: the median, over every two loads run one after the other within a
+   * round (the gateway's then its reference's, and that reference's then the gateway's next),
+   * of the reference's CPU per answer ÷ the gateway's; and how many such ratios it is of.
+   */
+  paired?: { cpuRatio: number; ratios: number }
   breakdown?: Breakdown & { cpuUs: number; answers: number }
+  /** A row with `splits`: the same of its reference, the same process set the other way. */
+  referenceBreakdown?: Breakdown & { cpuUs: number; answers: number }
 }
 
 interface Soak { scenario: string; seconds: number; rssFirstMiB: number; rssEndMiB: number; growth: number; cpuUs: number; answers: number }
@@ -695,6 +712,9 @@ async function main(): Promise<void> {
     if (res.statusCode !== 200 || !text.includes('"changed":true')) throw new Error(`${name}: the reload switching its request log ${on ? 'on' : 'off'} was answered ${res.statusCode}: ${text.slice(0, 300)}`)
   }
   const guests = { path: '/v1/guests?perPage=10', headers: auth }
+  // Its log's cost is a few per cent, less than the machine drifts between two loads a round
+  // apart: the loads alternate, on then off, several times a round (Scenario's `splits`).
+  const REQUEST_LOG_SPLITS = QUICK ? 4 : 5
   const logOff = (name: string): Reference => ({ kind: 'gateway', gateway: name, name: 'same gateway, log off', before: requestLogSwitch(name, false) })
   // Six reloads (the log off and on again, three times), each app then answering a second of the
   // row's requests, before the row's first load: the code every app shares has then read the
@@ -710,11 +730,11 @@ async function main(): Promise<void> {
   }
   allScenarios.push(
     {
-      name: REQUEST_LOG_ROWS.cached, gateway: 'log-switched', call: single, status: 200, before: requestLogSwitch('log-switched', true),
+      name: REQUEST_LOG_ROWS.cached, gateway: 'log-switched', call: single, status: 200, before: requestLogSwitch('log-switched', true), splits: REQUEST_LOG_SPLITS,
       references: [logOff('log-switched')], connections: CONNECTIONS, amount: AMOUNT, prepare: reloadedSixTimes('log-switched', single),
     },
     {
-      name: REQUEST_LOG_ROWS.passThrough, gateway: 'declared-log-switched', call: guests, status: 200, before: requestLogSwitch('declared-log-switched', true),
+      name: REQUEST_LOG_ROWS.passThrough, gateway: 'declared-log-switched', call: guests, status: 200, before: requestLogSwitch('declared-log-switched', true), splits: REQUEST_LOG_SPLITS,
       references: [logOff('declared-log-switched')], connections: CONNECTIONS, amount: AMOUNT, prepare: reloadedSixTimes('declared-log-switched', guests),
     },
     {
@@ -818,11 +838,14 @@ async function main(): Promise<void> {
     for (const s of scenarios) {
       const t = targets.get(s.name) as Targets
       const m = measured.get(s.name) as { gateway: Measure[]; references: Measure[][] }
-      await resetService(s)
-      m.gateway.push(await load(t.gateway, s.connections, { amount: s.amount }))
-      for (const [i, target] of t.references.entries()) {
+      const splits = s.splits ?? 1
+      for (let part = 0; part < splits; part += 1) {
         await resetService(s)
-        m.references[i]?.push(await load(target, s.connections, { amount: s.amount }))
+        m.gateway.push(await load(t.gateway, s.connections, { amount: Math.round(s.amount / splits) }))
+        for (const [i, target] of t.references.entries()) {
+          await resetService(s)
+          m.references[i]?.push(await load(target, s.connections, { amount: Math.round(s.amount / splits) }))
+        }
       }
     }
     console.log(`round ${round}/${ROUNDS} done`)
@@ -844,7 +867,8 @@ async function main(): Promise<void> {
       return { reference: name, measure, cpuRatio: round2(measure.cpuUs / gw.cpuUs), rpsRatio: round2(gw.rps / measure.rps), addedP50Us: gw.p50Us - measure.p50Us }
     })
     const roundsCpuUs = { gateway: m.gateway.map((x) => round1(x.cpuUs)), references: m.references.map((list) => list.map((x) => round1(x.cpuUs))) }
-    return { scenario: s.name, connections: s.connections, amount: s.amount, gateway: gw, references, roundsCpuUs }
+    const paired = s.splits === undefined ? undefined : pairedRatio(m.gateway.map((x) => x.cpuUs), (m.references[0] ?? []).map((x) => x.cpuUs), s.splits)
+    return { scenario: s.name, connections: s.connections, amount: s.amount, gateway: gw, references, roundsCpuUs, ...(paired === undefined ? {} : { paired }) }
   })
 
   const calibration = calibrating ? await calibrate() : undefined
@@ -891,11 +915,20 @@ async function main(): Promise<void> {
       writeFileSync(join(dir, `row-${i + 1}.cpuprofile`), JSON.stringify(profile))
       const row = rows[i] as Row
       row.breakdown = { ...breakdownOf(profile, result.answers), cpuUs: round1(result.cpuUs), answers: result.answers }
+      // A row whose reference is the same process (the request log's): that side too, so the
+      // two profiles say which code the difference is in.
+      const reference = s.splits === undefined ? undefined : (targets.get(s.name) as Targets).references[0]
+      if (reference !== undefined) {
+        await reference.before?.()
+        const other = await profileDuring(session, PROFILE_INTERVAL_US, () => load({ ...reference, before: undefined }, s.connections, { seconds: BREAKDOWN_SECONDS }))
+        writeFileSync(join(dir, `row-${i + 1}-reference.cpuprofile`), JSON.stringify(other.profile))
+        row.referenceBreakdown = { ...breakdownOf(other.profile, other.result.answers), cpuUs: round1(other.result.cpuUs), answers: other.result.answers }
+      }
     }
   } finally {
     for (const session of sessions.values()) session.close()
   }
-  if (scenarios.length > 0) console.log(`the profiles: ${dir}/row-<n>.cpuprofile, rows numbered as in the table`)
+  if (scenarios.length > 0) console.log(`the profiles: ${dir}/row-<n>.cpuprofile, rows numbered as in the table (row-<n>-reference.cpuprofile: a row's reference when it is the same process)`)
 
   const authCost = await benchAuth(QUICK ? 200_000 : 500_000)
   const credentialsCost = benchCredentials(QUICK ? 300_000 : 1_000_000)
@@ -1181,10 +1214,14 @@ function breakdownSection(rows: Row[]): string[] {
     '',
     '| scenario | CPU µs | sampled µs | by category, µs per answer (share of sampled) |',
     '|---|---|---|---|',
-    ...profiled.map((r) => {
-      const b = r.breakdown as NonNullable<Row['breakdown']>
-      const parts = b.categories.filter((c) => c.us >= 0.1).map((c) => `${c.category} ${c.us.toFixed(1)} (${Math.round(c.share * 100)} %)`)
-      return `| ${r.scenario} | ${b.cpuUs.toFixed(1)} | ${b.sampledUs.toFixed(1)} | ${parts.join(' · ')} |`
+    ...profiled.flatMap((r) => {
+      const line = (name: string, b: NonNullable<Row['breakdown']>): string => {
+        const parts = b.categories.filter((c) => c.us >= 0.1).map((c) => `${c.category} ${c.us.toFixed(1)} (${Math.round(c.share * 100)} %)`)
+        return `| ${name} | ${b.cpuUs.toFixed(1)} | ${b.sampledUs.toFixed(1)} | ${parts.join(' · ')} |`
+      }
+      const lines = [line(r.scenario, r.breakdown as NonNullable<Row['breakdown']>)]
+      if (r.referenceBreakdown !== undefined) lines.push(line(`${r.scenario}: its reference, ${r.references[0]?.reference ?? ''}`, r.referenceBreakdown))
+      return lines
     }),
     '',
   ]

@@ -1,0 +1,33 @@
+// The figure of a row whose two sides are one process, read against each other load by load
+// (bench/README.md, "How it measures").
+
+/**
+ * The reference's CPU per answer ÷ the gateway's for a row with `splits` (per round the
+ * gateway's load then its reference's, `splits` times: g0 r0 g1 r1 …): each load within a
+ * round but its first and last against the mean of the two loads of the other side on either
+ * side of it, so that a machine growing faster or slower through a round at a steady pace
+ * moves no ratio; their median, and how many ratios. With one split per round, each round's
+ * reference against its gateway.
+ */
+export function pairedRatio(gateway: readonly number[], reference: readonly number[], splits: number): { cpuRatio: number; ratios: number } {
+  const ratios: number[] = []
+  const rounds = Math.min(Math.floor(gateway.length / splits), Math.floor(reference.length / splits))
+  for (let round = 0; round < rounds; round += 1) {
+    // This round's loads in the order they ran; the even ones the gateway's.
+    const loads: number[] = []
+    for (let part = 0; part < splits; part += 1) loads.push(gateway[round * splits + part] as number, reference[round * splits + part] as number)
+    if (splits === 1) {
+      ratios.push((loads[1] as number) / (loads[0] as number))
+      continue
+    }
+    for (let j = 1; j < loads.length - 1; j += 1) {
+      const around = ((loads[j - 1] as number) + (loads[j + 1] as number)) / 2
+      const load = loads[j] as number
+      ratios.push(j % 2 === 1 ? load / around : around / load)
+    }
+  }
+  const sorted = ratios.sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  const middle = sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+  return { cpuRatio: Math.round(middle * 1000) / 1000, ratios: sorted.length }
+}

@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest'
+import { pairedRatio } from '../../bench/paired.js'
+
+// A row with splits runs, per round, the gateway's load then its reference's, `splits` times:
+// g0 r0 g1 r1 … Each load but a round's first and last is read against the mean of its two
+// neighbours, which are the other side's.
+
+describe('pairedRatio', () => {
+  it('reads each inner load of a round against its two neighbours, never across rounds', () => {
+    // Round 1: g 100, r 110, g 120, r 150 → 110 / 110 = 1.00; (110 + 150) / 2 / 120 = 1.0833.
+    // Round 2: g 200, r 300, g 200, r 300 → 300 / 200 = 1.5; 300 / 200 = 1.5. Across the rounds (150 then 200) nothing.
+    expect(pairedRatio([100, 120, 200, 200], [110, 150, 300, 300], 2)).toEqual({ cpuRatio: 1.292, ratios: 4 })
+  })
+
+  it('moves no ratio when the machine slows at a steady pace through a round: sides that cost the same read 1.00', () => {
+    // Each load 5 µs more than the one before: g 100, r 105, g 110, r 115, g 120, r 125.
+    expect(pairedRatio([100, 110, 120], [105, 115, 125], 3)).toEqual({ cpuRatio: 1, ratios: 4 })
+    // The reference 10 % cheaper at every moment of the same drift: 0.9 whatever the pace.
+    const at = (t: number): number => 100 + 5 * t
+    expect(pairedRatio([at(0), at(2), at(4)], [0.9 * at(1), 0.9 * at(3), 0.9 * at(5)], 3)).toEqual({ cpuRatio: 0.9, ratios: 4 })
+  })
+
+  it('with one split per round is each round’s reference against its gateway', () => {
+    expect(pairedRatio([100, 100, 100], [90, 95, 120], 1)).toEqual({ cpuRatio: 0.95, ratios: 3 })
+  })
+})
