@@ -1,26 +1,6 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, isLoopbackOrTls, loadConfig } from '../src/config.js'
-
-function file(content: unknown): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'gw-config-')), 'config.json')
-  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content))
-  return path
-}
-
-const minimal = { docsUrl: 'https://docs.example', brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['api.acme.example'] }] }
-
-function problemsOf(fn: () => unknown): string[] {
-  try {
-    fn()
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    return (error as ConfigError).problems
-  }
-  throw new Error('expected a ConfigError')
-}
+import { isLoopbackOrTls, loadConfig } from '../src/config.js'
+import { configFile as file, configProblems as problemsOf, MINIMAL_CONFIG as minimal } from './helpers/config.js'
 
 describe('configuration (operations: environment and config file)', () => {
   it('fills every optional setting with its documented default', () => {

@@ -1,32 +1,19 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config.js'
 import { configReference, reloadReference } from '../../src/docs/reference.js'
+import { configFile, configProblems, MINIMAL_CONFIG } from '../helpers/config.js'
 
 // The `keys`, `usage` and `audit` sections of the config file (docs/operations.md, "Credentials
 // over their life"): their defaults, their bounds as the operator reads them at start, and
 // their rows in the generated reference. The module's mutation run uses these (scripts/mutation.ts).
 
-const minimal = { docsUrl: 'https://docs.example', brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['api.acme.example'] }] }
-
-function file(content: unknown): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'gw-credentials-config-')), 'config.json')
-  writeFileSync(path, JSON.stringify({ ...minimal, ...(content as object) }))
-  return path
-}
+/** A config file of the least a file must hold and `content`. */
+const file = (content: unknown): string => configFile({ ...MINIMAL_CONFIG, ...(content as object) })
 
 /** The problems of a config file, without its path. */
 function problemsOf(content: unknown): string[] {
   const path = file(content)
-  try {
-    loadConfig({ CONFIG_FILE: path })
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    return (error as ConfigError).problems.map((p) => p.replace(`${path} `, ''))
-  }
-  throw new Error('expected a ConfigError')
+  return configProblems(() => loadConfig({ CONFIG_FILE: path })).map((p) => p.replace(`${path} `, ''))
 }
 
 describe('the credentials sections', () => {

@@ -1,33 +1,16 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config.js'
+import { configFile as file, configProblems, MINIMAL_CONFIG as minimal } from '../helpers/config.js'
 
 // The `events` section of the config file (docs/operations.md, "Events"): checked at start with
 // every other setting, one message naming every bad field.
 
-function file(content: unknown): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'gw-events-config-')), 'config.json')
-  writeFileSync(path, JSON.stringify(content))
-  return path
-}
+const problemsOf = (env: NodeJS.ProcessEnv): string[] => configProblems(() => loadConfig(env))
 
-const minimal = { docsUrl: 'https://docs.example', brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['api.acme.example'] }] }
 const publishers = { pms: { tokenEnv: 'EVENTS_PMS_TOKEN', mode: 'live' }, 'pms-sandbox': { tokenEnv: 'EVENTS_PMS_SANDBOX_TOKEN', mode: 'test' } }
 const mapping = {
   type: 'property.updated', publisher: 'pms', internalType: 'com.example.pms.hotel.changed', scope: 'properties:read',
   brand: 'chain_code', property: 'hotel_uuid', object: { type: 'property', id: 'hotel_uuid', path: '/v1/properties/{id}' },
-}
-
-function problemsOf(env: NodeJS.ProcessEnv): string[] {
-  try {
-    loadConfig(env)
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    return (error as ConfigError).problems
-  }
-  throw new Error('expected a ConfigError')
 }
 
 describe('the events section', () => {

@@ -1,4 +1,7 @@
-import { loadConfig, type Config, type FileConfig, type FileConfigInput } from '../../src/config.js'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { ConfigError, loadConfig, type Config, type FileConfig, type FileConfigInput } from '../../src/config.js'
 
 export const DOCS_URL = 'https://developer.example.com'
 export const ACME_HOST = 'api.acme-hotels.example'
@@ -20,4 +23,25 @@ export function testConfig(overrides: Partial<FileConfigInput> = {}, env: NodeJS
   // would otherwise turn every test's answers into 503s.
   return loadConfig({ CONFIG_FILE: 'config/default.json', REDIS_URL: process.env.REDIS_URL, ...env },
     { overrides: { upstreams: {}, routes: [], oauth: NO_OAUTH, loadShedding: NO_LOAD_SHEDDING, ...overrides } })
+}
+
+/** The least a config file must hold: the docs' address and one brand. */
+export const MINIMAL_CONFIG = { docsUrl: 'https://docs.example', brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['api.acme.example'] }] }
+
+/** A config file holding `content` (JSON, or a string as it is), in a directory of its own; its path. */
+export function configFile(content: unknown): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'gw-config-')), 'config.json')
+  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content))
+  return path
+}
+
+/** The problems of the ConfigError that `load` throws; the test fails when it throws none, or another error. */
+export function configProblems(load: () => unknown): string[] {
+  try {
+    load()
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems
+    throw error
+  }
+  throw new Error('expected a ConfigError')
 }

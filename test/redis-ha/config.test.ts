@@ -2,21 +2,15 @@ import { writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config.js'
+import { configProblems, MINIMAL_CONFIG } from '../helpers/config.js'
 
 // REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_CLUSTER_NODES (operations: environment).
 
 const file = join(tmpdir(), `gw-redis-ha-config-${process.pid}.json`)
-writeFileSync(file, JSON.stringify({ docsUrl: 'https://docs.example', brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['api.acme.example'] }] }))
+writeFileSync(file, JSON.stringify(MINIMAL_CONFIG))
 
-function problemsOf(env: Record<string, string>): string[] {
-  try {
-    loadConfig({ CONFIG_FILE: file, ...env })
-  } catch (error) {
-    return (error as ConfigError).problems
-  }
-  throw new Error('expected a ConfigError')
-}
+const problemsOf = (env: Record<string, string>): string[] => configProblems(() => loadConfig({ CONFIG_FILE: file, ...env }))
 
 describe('Redis through Sentinel or Cluster: settings', () => {
   it('uses one server when neither is set', () => {

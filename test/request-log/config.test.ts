@@ -2,8 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig, type Config } from '../../src/config.js'
+import { loadConfig, type Config } from '../../src/config.js'
 import { restartOnlyChanges } from '../../src/lifecycle/reload.js'
+import { configProblems, MINIMAL_CONFIG } from '../helpers/config.js'
 
 // The `requestLog` section of the config file (docs/operations.md, "The request log"): checked
 // at start with every other setting, and what a reload may change of it.
@@ -12,11 +13,9 @@ const dir = mkdtempSync(join(tmpdir(), 'gw-request-log-config-'))
 let files = 0
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-const minimal = { docsUrl: 'https://docs.example', brands: [{ id: 'acme', chainCode: 'ACME', hosts: ['api.acme.example'] }] }
-
 function file(requestLog?: unknown): string {
   const path = join(dir, `config-${(files += 1)}.json`)
-  writeFileSync(path, JSON.stringify(requestLog === undefined ? minimal : { ...minimal, requestLog }))
+  writeFileSync(path, JSON.stringify(requestLog === undefined ? MINIMAL_CONFIG : { ...MINIMAL_CONFIG, requestLog }))
   return path
 }
 
@@ -26,13 +25,7 @@ function configWith(requestLog?: unknown): Config {
 
 function problemsOf(requestLog: unknown): string[] {
   const path = file(requestLog)
-  try {
-    loadConfig({ CONFIG_FILE: path })
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    return (error as ConfigError).problems.map((problem) => problem.replace(path, '<file>'))
-  }
-  throw new Error('expected a ConfigError')
+  return configProblems(() => loadConfig({ CONFIG_FILE: path })).map((problem) => problem.replace(path, '<file>'))
 }
 
 describe('the requestLog section', () => {
