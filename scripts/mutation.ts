@@ -104,7 +104,9 @@ export function mergeReports(base: Report | undefined, run: Report, exists: (fil
   for (const [file, result] of Object.entries(base?.files ?? {})) if (exists(file) && !(file in taken)) files[file] = result
   Object.assign(files, taken)
   const sorted = Object.fromEntries(Object.entries(files).sort(([a], [b]) => a.localeCompare(b)))
-  return { ...run, files: sorted, testFiles: { ...base?.testFiles, ...run.testFiles } }
+  // Its files are named from the project's root; where that root was on the machine that ran it is not the project's.
+  const { projectRoot: _where, ...rest } = run
+  return { ...rest, files: sorted, testFiles: { ...base?.testFiles, ...run.testFiles } }
 }
 
 interface Tally { killed: number; timeout: number; survived: number; noCoverage: number; errors: number; ignored: number }

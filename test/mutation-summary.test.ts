@@ -61,7 +61,8 @@ describe('the mutation summary', () => {
 
   it('keeps the modules a run did not touch and drops files that are gone', () => {
     const base = { files: { 'src/a/x.ts': { mutants: [mutant('1', 'Killed', 1, 1)] }, 'src/b/y.ts': { mutants: [mutant('2', 'Survived', 1, 1)] }, 'src/gone.ts': { mutants: [] } }, testFiles: { 't1': {} } } as unknown as Report
-    const run = { schemaVersion: '2', files: { 'src/b/y.ts': { mutants: [mutant('3', 'Killed', 1, 1)] } }, testFiles: { 't2': {} } } as unknown as Report
+    const run = { schemaVersion: '2', projectRoot: '/home/someone/gateway', files: { 'src/b/y.ts': { mutants: [mutant('3', 'Killed', 1, 1)] } }, testFiles: { 't2': {} } } as unknown as Report
+    // The run's root, a path of the machine that ran it, is not kept.
     expect(mergeReports(base, run, (file) => file !== 'src/gone.ts')).toEqual({
       schemaVersion: '2',
       files: { 'src/a/x.ts': { mutants: [mutant('1', 'Killed', 1, 1)] }, 'src/b/y.ts': { mutants: [mutant('3', 'Killed', 1, 1)] } },
