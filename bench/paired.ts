@@ -1,3 +1,5 @@
+import { median } from './stats.js'
+
 // The figure of a row whose two sides are one process, read against each other load by load
 // (bench/README.md, "How it measures").
 
@@ -28,9 +30,6 @@ export function pairedRatio(gateway: readonly number[], reference: readonly numb
     }
   }
   if (ratios.length === 0) return undefined
-  const sorted = ratios.sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  const middle = sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
   // Unrounded: the report prints the percentage it makes, and judges that figure as printed.
-  return { cpuRatio: middle, ratios: sorted.length }
+  return { cpuRatio: median(ratios), ratios: ratios.length }
 }

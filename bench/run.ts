@@ -17,6 +17,7 @@ import { eventsPageCost, type EventsPageCost } from './events-page.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort } from './ports.js'
 import { pairedRatio } from './paired.js'
+import { median } from './stats.js'
 import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
 import { benchTracing } from './tracing.js'
 import { WEBHOOK_ONLY, webhookAttemptCost, webhookAttemptLines, type WebhookAttemptCost } from './webhook-attempts.js'
@@ -277,12 +278,6 @@ async function load(target: Target, connections: number, size: { amount: number 
     statuses: result.statuses,
     errors: result.errors,
   }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 
 /** A side's rounds as one: answers, statuses and errors summed, every figure their median. */
@@ -843,12 +838,13 @@ async function main(): Promise<void> {
       const t = targets.get(s.name) as Targets
       const m = measured.get(s.name) as { gateway: Measure[]; references: Measure[][] }
       const splits = s.splits ?? 1
+      const amount = Math.round(s.amount / splits)
       for (let part = 0; part < splits; part += 1) {
         await resetService(s)
-        m.gateway.push(await load(t.gateway, s.connections, { amount: Math.round(s.amount / splits) }))
+        m.gateway.push(await load(t.gateway, s.connections, { amount }))
         for (const [i, target] of t.references.entries()) {
           await resetService(s)
-          m.references[i]?.push(await load(target, s.connections, { amount: Math.round(s.amount / splits) }))
+          m.references[i]?.push(await load(target, s.connections, { amount }))
         }
       }
     }
