@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { maybeQuoted, quoted, quotedList } from '../json-string.js'
+import { indexFields, indexLine } from './filters.js'
 
 // One entry of the request log (docs/partners.md, "The request log"): made after the answer
 // from what the request already knows (its route's policy, the problem's code, the cache's
@@ -138,37 +139,50 @@ export function entryJson(record: RequestLogRecord): string {
 }
 
 /**
- * What Redis keeps of an entry: its fields as a JSON array, without their names, its time as
- * epoch ms, and without its credential and mode, which the log's key names. About half the
- * bytes of its JSON, which a write sends and Redis holds (docs/performance.md); a reader makes
- * the JSON again (`storedEntryJson`).
+ * What Redis keeps of an entry, one line: its arrival (epoch ms), its index line (filters.ts,
+ * the fields a filter reads, unquoted) and, after a tab, the rest of its fields as a JSON array
+ * without their names. Its credential and mode are not in it: the log's key names them. The
+ * store's script takes the arrival and the index line from it (store.ts), so no field is
+ * written twice; a reader makes the JSON again (`storedEntryJson`). Neither part can hold a
+ * tab or a line break: the index line's fields hold none, and JSON escapes every control
+ * character in its strings.
  */
 export function storedEntry(record: RequestLogRecord): string {
-  return `[${quoted(record.id)},${record.atMs},${maybeQuoted(record.secret)},${quoted(record.method)},${maybeQuoted(record.route)},${quoted(record.path)}`
-    + `,[${quotedList(record.queryParameters)}],${record.status},${maybeQuoted(record.code)},${record.durationMs},${maybeQuoted(record.cache)},${maybeQuoted(record.idempotencyKey)}`
-    + `,${record.replayed},${maybeQuoted(record.clientIp)},${maybeQuoted(record.userAgent)},${maybeQuoted(record.traceId)}]`
+  return `${record.atMs} ${indexLine(record)}\t[${maybeQuoted(record.secret)},${quoted(record.path)},[${quotedList(record.queryParameters)}],${record.durationMs}`
+    + `,${maybeQuoted(record.cache)},${record.replayed},${maybeQuoted(record.clientIp)},${maybeQuoted(record.userAgent)},${maybeQuoted(record.traceId)}]`
 }
 
-type StoredFields = [string, number, RequestLogRecord['secret'], string, string | null, string, string[], number, string | null, number,
+type StoredRest = [RequestLogRecord['secret'], string, string[], number, RequestLogRecord['cache'], boolean, string | null, string | null, string | null]
+
+/** The fields of the form written before this one: every field in one JSON array, without credential and mode. */
+type ArrayFields = [string, number, RequestLogRecord['secret'], string, string | null, string, string[], number, string | null, number,
   RequestLogRecord['cache'], string | null, boolean, string | null, string | null, string | null]
 
-/** The entry Redis keeps for the log of `credentialId` and `mode`, as the gateway held it. */
+/** The entry Redis keeps for the log of `credentialId` and `mode`, as the gateway held it; either form of `storedEntry`'s. */
 export function storedRecord(stored: string, credentialId: string, mode: string): RequestLogRecord {
-  const [id, atMs, secret, method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey, replayed, clientIp, userAgent, traceId] = JSON.parse(stored) as StoredFields
+  const owner = { credentialId, mode: mode as RequestLogRecord['mode'] }
+  if (stored.startsWith('[')) {
+    const [id, atMs, secret, method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey, replayed, clientIp, userAgent, traceId] = JSON.parse(stored) as ArrayFields
+    return { id, atMs, ...owner, secret, method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey, replayed, clientIp, userAgent, traceId }
+  }
+  const tab = stored.indexOf('\t')
+  const space = stored.indexOf(' ')
+  const { id, status, method, code, route, idempotencyKey } = indexFields(stored.slice(space + 1, tab))
+  const [secret, path, queryParameters, durationMs, cache, replayed, clientIp, userAgent, traceId] = JSON.parse(stored.slice(tab + 1)) as StoredRest
   return {
-    id, atMs, credentialId, secret, mode: mode as RequestLogRecord['mode'], method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey,
+    id, atMs: Number(stored.slice(0, space)), ...owner, secret, method, route, path, queryParameters, status, code, durationMs, cache, idempotencyKey,
     replayed, clientIp, userAgent, traceId,
   }
 }
 
-/** An entry Redis keeps, as a partner reads it (the CSV export's rows); one kept whole as JSON, as before this form, as it is. */
+/** An entry Redis keeps, as a partner reads it (the CSV export's rows); one kept whole as JSON, the first form, as it is. */
 export function storedEntryOf(stored: string, credentialId: string, mode: string): RequestLogEntry {
   if (stored.startsWith('{')) return JSON.parse(stored) as RequestLogEntry
   const { atMs, ...fields } = storedRecord(stored, credentialId, mode)
   return { ...fields, at: new Date(atMs).toISOString() }
 }
 
-/** The JSON of an entry Redis keeps (an entry kept whole as JSON, as before this form, as it is). */
+/** The JSON of an entry Redis keeps (an entry kept whole as JSON, the first form, as it is). */
 export function storedEntryJson(stored: string, credentialId: string, mode: string): string {
   return stored.startsWith('{') ? stored : entryJson(storedRecord(stored, credentialId, mode))
 }

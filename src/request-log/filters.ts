@@ -114,6 +114,12 @@ export function indexLine(entry: Pick<RequestLogEntry, 'id' | 'status' | 'method
   return `${entry.id} ${entry.status} ${entry.method} ${entry.code ?? '-'} ${entry.route ?? '-'} ${entry.idempotencyKey ?? ''}`
 }
 
+/** The fields of an index line, as `indexLine` wrote them (`-` a null code or route, nothing no key). */
+export function indexFields(line: string): Pick<RequestLogEntry, 'id' | 'status' | 'method' | 'code' | 'route' | 'idempotencyKey'> {
+  const [id, status, method, code, route, idempotencyKey] = line.split(' ') as [string, string, string, string, string, string]
+  return { id, status: Number(status), method, code: code === '-' ? null : code, route: route === '-' ? null : route, idempotencyKey: idempotencyKey === '' ? null : idempotencyKey }
+}
+
 /** Whether the filters read from index lines, beyond the time window. */
 export function filtersFields(filters: RequestLogFilters): boolean {
   return filters.status !== undefined || filters.method !== undefined || filters.route !== undefined || filters.code !== undefined || filters.idempotencyKey !== undefined

@@ -1,12 +1,12 @@
 import type { RedisClient } from '../redis.js'
 import { storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
-import { filtersFields, indexLine, type RequestLogFilters } from './filters.js'
+import { filtersFields, type RequestLogFilters } from './filters.js'
 
 // Where the request log lives (docs/architecture.md, "The request log"). Per credential and
 // mode, two keys in one hash slot (the braces are literal: the credential id is the Cluster
 // hash tag, so one script writes and trims both):
 //   {ns}reqlog:{id}:{mode}:lines    ZSET   an index line per entry (filters.ts) -> epoch ms of its arrival
-//   {ns}reqlog:{id}:{mode}:entries  HASH   request id -> the entry's fields as a JSON array (entry.ts, storedEntry)
+//   {ns}reqlog:{id}:{mode}:entries  HASH   request id -> the entry as storedEntry writes it (entry.ts): its arrival, its index line, the rest of its fields
 // A write adds a batch's entries and trims, in the same script, those older than the
 // retention and the oldest beyond the count; both keys expire a retention after the last write.
 // Beside them, for the admin port's look-up of a request id whatever its credential:
@@ -21,10 +21,10 @@ const EXPORT_CHUNK = 500
 
 // A batch goes to Redis as one argument per log, not four per entry: the client's encoding of
 // each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
-// log"). Its text, per entry: `<epoch ms> <index line>\n<stored entry>\n`. Neither part can
-// hold a line break: the index line's fields hold none (filters.ts), and the stored entry is
-// JSON, which escapes every control character in its strings. The script splits it (a plain
-// find, no pattern) into one ZADD and one HSET per 500 entries (Lua's unpack has a bound).
+// log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
+// rest>`, entry.ts): the script takes each entry's score, index line and request id from its
+// line (a plain find, no pattern), so no field is sent twice, and makes one ZADD and one HSET
+// per 500 entries (Lua's unpack has a bound).
 //
 // KEYS: the log's lines and entries; ARGV: cutoff (epoch ms: older goes), the most entries
 // kept, when both keys expire, the batch's text. Trimmed a thousand at a time.
@@ -40,16 +40,16 @@ local function flush()
 end
 while pos <= size do
   local space = string.find(text, ' ', pos, true)
-  local lineEnd = string.find(text, '\\n', space, true)
-  local jsonEnd = string.find(text, '\\n', lineEnd + 1, true)
-  local line = string.sub(text, space + 1, lineEnd - 1)
+  local tab = string.find(text, '\\t', space, true)
+  local lineEnd = string.find(text, '\\n', tab, true)
+  local line = string.sub(text, space + 1, tab - 1)
   scores[#scores + 1] = string.sub(text, pos, space - 1)
   scores[#scores + 1] = line
   fields[#fields + 1] = string.match(line, '^[^ ]*')
-  fields[#fields + 1] = string.sub(text, lineEnd + 1, jsonEnd - 1)
+  fields[#fields + 1] = string.sub(text, pos, lineEnd - 1)
   n = n + 1
   if #scores >= 1000 then flush() end
-  pos = jsonEnd + 1
+  pos = lineEnd + 1
 end
 flush()
 local function drop(lines)
@@ -74,21 +74,26 @@ redis.call('PEXPIREAT', KEYS[2], ARGV[3])
 return n
 `
 
-// A day's request id index, its fields in one argument too: per entry `<request id> <credential
-// id> <mode>\n` (none holds a line break, a request id no space). KEYS: the day's key; ARGV:
-// when it expires, the text.
+// A day's request id index, its fields in one argument too: the entries of each log, its
+// owner once, `<credential id> <mode>\n`, then a request id a line, and an empty line (a
+// request id holds no line break, an owner none). KEYS: the day's key; ARGV: when it
+// expires, the text.
 export const IDS_SCRIPT = `
 local text = ARGV[2]
 local pos, size = 1, #text
 local fields = {}
+local owner = nil
 while pos <= size do
-  local space = string.find(text, ' ', pos, true)
-  local lineEnd = string.find(text, '\\n', space, true)
-  fields[#fields + 1] = string.sub(text, pos, space - 1)
-  fields[#fields + 1] = string.sub(text, space + 1, lineEnd - 1)
-  if #fields >= 1000 then
-    redis.call('HSET', KEYS[1], unpack(fields))
-    fields = {}
+  local lineEnd = string.find(text, '\\n', pos, true)
+  if lineEnd == pos then owner = nil
+  elseif owner == nil then owner = string.sub(text, pos, lineEnd - 1)
+  else
+    fields[#fields + 1] = string.sub(text, pos, lineEnd - 1)
+    fields[#fields + 1] = owner
+    if #fields >= 1000 then
+      redis.call('HSET', KEYS[1], unpack(fields))
+      fields = {}
+    end
   end
   pos = lineEnd + 1
 end
@@ -193,8 +198,8 @@ export interface RequestLogPage {
 }
 
 /**
- * Bytes a write's buffer starts with: a batch of 500 entries of ~480 bytes and their request id
- * lines (~270 KiB) fits, with the room each text's append asks for (3 bytes a character).
+ * Bytes a write's buffer starts with: a batch of 500 entries of ~300 bytes and their request ids
+ * (~170 KiB) fits, with the room each text's append asks for (3 bytes a character).
  */
 const BATCH_BYTES = 512 * 1024
 
@@ -227,6 +232,15 @@ class BatchBytes {
     this.length = 0
     if (this.buffer.length > 4 * BATCH_BYTES) this.buffer = Buffer.allocUnsafeSlow(BATCH_BYTES)
   }
+}
+
+/** The request ids of `owner`'s log that arrived on `day`, made empty on first use. */
+function idsOf(byDay: Map<number, Map<string, string[]>>, day: number, owner: string): string[] {
+  let owners = byDay.get(day)
+  if (owners === undefined) byDay.set(day, owners = new Map())
+  let ids = owners.get(owner)
+  if (ids === undefined) owners.set(owner, ids = [])
+  return ids
 }
 
 export class RequestLogStore {
@@ -262,16 +276,11 @@ export class RequestLogStore {
   /** Writes entries (any credentials') and trims each credential's log; one script per credential and mode, one per day of the id index. */
   async write(records: readonly RequestLogRecord[]): Promise<void> {
     const byLog = new Map<string, RequestLogRecord[]>()
-    const byDay = new Map<number, RequestLogRecord[]>()
     for (const record of records) {
       const name = `${record.credentialId} ${record.mode}`
       const log = byLog.get(name)
       if (log === undefined) byLog.set(name, [record])
       else log.push(record)
-      const day = Math.floor(record.atMs / DAY_MS)
-      const ids = byDay.get(day)
-      if (ids === undefined) byDay.set(day, [record])
-      else ids.push(record)
     }
     // Each text is written as UTF-8 straight into one buffer, kept from write to write, and sent
     // as a slice of it. Made as one string by appending every entry, a batch's text was
@@ -279,14 +288,26 @@ export class RequestLogStore {
     // (docs/performance.md, "The request log").
     const bytes = this.spare ?? new BatchBytes(BATCH_BYTES)
     this.spare = undefined
-    const logs = [...byLog.values()].map((log) => {
+    // The request ids of each day, by log: a log's entries nearly always arrived on one day.
+    const byDay = new Map<number, Map<string, string[]>>()
+    const logs = [...byLog].map(([name, log]) => {
       const start = bytes.length
-      for (const record of log) bytes.append(`${record.atMs} ${indexLine(record)}\n${storedEntry(record)}\n`)
+      let day = Number.NaN
+      let ids: string[] = []
+      for (const record of log) {
+        bytes.append(`${storedEntry(record)}\n`)
+        const arrived = Math.floor(record.atMs / DAY_MS)
+        if (arrived !== day) {
+          day = arrived
+          ids = idsOf(byDay, day, name)
+        }
+        ids.push(record.id)
+      }
       return { record: log[0] as RequestLogRecord, start, end: bytes.length }
     })
-    const days = [...byDay].map(([day, log]) => {
+    const days = [...byDay].map(([day, owners]) => {
       const start = bytes.length
-      for (const record of log) bytes.append(`${record.id} ${record.credentialId} ${record.mode}\n`)
+      for (const [name, ids] of owners) bytes.append(`${name}\n${ids.join('\n')}\n\n`)
       return { day, start, end: bytes.length }
     })
     const now = this.now()

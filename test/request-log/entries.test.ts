@@ -70,16 +70,30 @@ describe('an entry made from a request', () => {
 })
 
 describe('an entry as Redis keeps it', () => {
-  const record = entryOf(requestOf({ cacheResult: 'hit', idempotencyKey: 'k "1"' }), reply, 200, '/v1/properties', NOW)
+  // An Idempotency-Key is visible ASCII without " or \\ (the headers check), so it goes into the index line unquoted.
+  const record = entryOf(requestOf({ cacheResult: 'hit', idempotencyKey: 'k-1', headers: { 'user-agent': 'tab\there "quoted"' } }), reply, 200, '/v1/properties', NOW)
   if (record === null) throw new Error('the request has a credential')
+  const { atMs, ...fields } = record
+  const entry = { ...fields, at: new Date(atMs).toISOString() }
 
-  it('is read back whole, and an entry kept whole as JSON, as entries once were, as it is', () => {
-    const { atMs, ...fields } = record
-    const entry = { ...fields, at: new Date(atMs).toISOString() }
+  it('is one line: its arrival, its index line, a tab, and the rest of its fields as JSON', () => {
+    expect(storedEntry(record)).toBe(`${atMs} req-1 200 GET - /v1/properties k-1\t["current","/v1/properties",["perPage"],12.3,"hit",false,"203.0.113.9","tab\\there \\"quoted\\"","${record.traceId}"]`)
+    expect(storedEntry({ ...record, code: 'PROPERTY_NOT_FOUND', route: null, idempotencyKey: null, status: 404 })).toMatch(/^\d+ req-1 404 GET PROPERTY_NOT_FOUND - \t\[/)
+  })
+
+  it('is read back whole, and an entry kept in either earlier form as it is', () => {
     expect(storedEntryOf(storedEntry(record), 'key_a1', 'live')).toEqual(entry)
-    expect(storedEntryOf(entryJson(record), 'key_other', 'test')).toEqual(entry)
     expect(storedEntryJson(storedEntry(record), 'key_a1', 'live')).toBe(entryJson(record))
+    const nulls = { ...record, secret: null, code: 'PROPERTY_NOT_FOUND', route: null, idempotencyKey: null, status: 404, cache: null, clientIp: null, userAgent: null, traceId: null } as const
+    expect(storedEntryJson(storedEntry(nulls), 'key_a1', 'live')).toBe(entryJson(nulls))
+    // Whole as JSON, the first form.
+    expect(storedEntryOf(entryJson(record), 'key_other', 'test')).toEqual(entry)
     expect(storedEntryJson(entryJson(record), 'key_other', 'test')).toBe(entryJson(record))
+    // Every field in one JSON array, without credential and mode, the form before this one.
+    const array = JSON.stringify([record.id, atMs, record.secret, record.method, record.route, record.path, record.queryParameters, record.status, record.code, record.durationMs,
+      record.cache, record.idempotencyKey, record.replayed, record.clientIp, record.userAgent, record.traceId])
+    expect(storedEntryOf(array, 'key_a1', 'live')).toEqual(entry)
+    expect(storedEntryJson(array, 'key_a1', 'live')).toBe(entryJson(record))
   })
 })
 

@@ -132,6 +132,23 @@ describe('the reads of a log', () => {
     expect(none).toEqual([])
   })
 
+  it('indexes each request id under its own credential and mode, on the day it arrived, in a batch of several of each', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    const batch = [
+      record('req_mix_1', { credentialId: 'key_mix_a', atMs: NOW - DAY }), record('req_mix_2', { credentialId: 'key_mix_b', mode: 'test' }),
+      record('req_mix_3', { credentialId: 'key_mix_a' }), record('req_mix_4', { credentialId: 'key_mix_b', mode: 'test', atMs: NOW - DAY }),
+      record('req_mix_5', { credentialId: 'key_mix_a', mode: 'test' }), record('req_mix_6', { credentialId: 'key_mix_a', atMs: NOW - DAY }),
+    ]
+    await store.write(batch)
+    const dayKey = (at: number): string => `${prefix}reqlog:ids:${new Date(at).toISOString().slice(0, 10)}`
+    // The day's index holds the other tests' ids of the day too: these six are asked for by name.
+    const ids = batch.map((r) => r.id)
+    expect(await redis.hmget(dayKey(NOW - DAY), ...ids)).toEqual(['key_mix_a live', null, null, 'key_mix_b test', null, 'key_mix_a live'])
+    expect(await redis.hmget(dayKey(NOW), ...ids)).toEqual([null, 'key_mix_b test', 'key_mix_a live', null, 'key_mix_a test', null])
+    for (const r of batch) expect(await store.find(r.id)).toBe(entryJson(r))
+    expect(idsOf((await store.list('key_mix_a', 'live', {}, 1, 10)).json)).toEqual(['req_mix_3', 'req_mix_6', 'req_mix_1'])
+  })
+
   it('finds a request id whatever its credential on each day of the retention, and not after it', async () => {
     const entry = record('req_days', { credentialId: 'key_days', mode: 'test' })
     await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).write([entry])
