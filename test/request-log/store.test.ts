@@ -62,6 +62,8 @@ describe('a batch written as one argument per log', () => {
     const others = [record('req_other_test', { mode: 'test' }), record('req_other_key', { credentialId: 'key_other', userAgent: 'ü\n"' })]
     await store.write([...ODD, ...others])
     for (const r of [...ODD, ...others]) {
+      // Kept as storedEntry makes it, byte for byte: the script takes the line whole, without its line break.
+      expect(await redis.hget(`${prefix}reqlog:{${r.credentialId}}:${r.mode}:entries`, r.id)).toBe(storedEntry(r))
       const json = await store.get(r.credentialId, r.mode, r.id)
       expect(JSON.parse(json ?? 'null')).toEqual(seen(r))
       expect(JSON.parse(await store.find(r.id) ?? 'null')).toEqual(seen(r))
