@@ -32,20 +32,21 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
       throw new ApiError('BRAND_ACCESS_DENIED', `${credential} another brand; it cannot be used at host '${quoteInput(request.hostname)}'.`)
     }
   }
-  return function authenticate(request: FastifyRequest): void | Promise<void> {
+  return function authenticate(request: FastifyRequest): void | Error | Promise<void> {
     // An address over its 401 allowance (docs/security.md, "Invented keys") has its look-ups
     // refused: a credential this instance must look up (in Redis, or with a JWKS fetch) is
     // answered 429. A credential it already knows to be valid never needs one, so partners
     // behind the same address as whoever sends junk are never locked out by it.
     const address = request.ip
     let reserved = false
-    const failed = (error: unknown): never => {
+    /** The refusal, counted against the address when it is a 401 (returned, not thrown again: docs/performance.md). */
+    const countedRefusal = (error: unknown): unknown => {
       // A known credential refused still owns the request (its request log shows the refusal).
       if (error instanceof ApiError && error.credential !== undefined) request.refusedCredential = error.credential
       const refused = error instanceof ApiError && error.status === 401
       if (refused && !reserved) failures.add(address)
       else if (!refused && reserved) failures.release(address)
-      throw error
+      return error
     }
     let principal: Principal | Promise<Principal>
     try {
@@ -58,14 +59,18 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
         },
       })
     } catch (error) {
-      return failed(error)
+      const refusal = countedRefusal(error)
+      if (refusal instanceof Error) return refusal
+      throw refusal
     }
     // A key this instance holds is answered at once; only a look-up waits.
     if (!(principal instanceof Promise)) return admit(request, principal)
     return principal.then((found) => {
       if (reserved) failures.release(address)
       admit(request, found)
-    }, failed)
+    }, (error: unknown) => {
+      throw countedRefusal(error)
+    })
   }
 }
 

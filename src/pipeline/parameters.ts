@@ -103,7 +103,15 @@ function checkValue(name: string, value: unknown, rule: QueryRule): FieldError |
   }
 }
 
+/** The query's values by its rules; throws the 400 that names what is wrong. */
 export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): ParsedQuery {
+  const parsed = readQuery(query, spec)
+  if (parsed instanceof ApiError) throw parsed
+  return parsed
+}
+
+/** The query's values by its rules, or the 400 that names what is wrong (returned: step 6 answers it without a throw). */
+function readQuery(query: Record<string, unknown>, spec: QuerySpec): ParsedQuery | ApiError {
   const known = Object.keys(spec)
   const names = Object.keys(query)
   const unknown = names.filter((name) => !Object.hasOwn(spec, name))
@@ -116,7 +124,7 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
       if (budget.spent) break
       if (e.detail.startsWith('Did you mean')) hints.push(`'${budget.take(e.field)}': ${e.detail}`)
     }
-    throw new ApiError('UNKNOWN_QUERY_PARAMETER',
+    return new ApiError('UNKNOWN_QUERY_PARAMETER',
       `Unknown query parameter${unknown.length > 1 ? 's' : ''} ${named}.${hints.length > 0 ? ` ${hints.join(' ')}` : ''}`,
       { errors })
   }
@@ -134,7 +142,7 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
     else parsed[name] = result as QueryValue
   }
   if (errors.length > 0) {
-    throw new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${namesOf(errors, new QuoteBudget())}.`, { errors })
+    return new ApiError('INVALID_QUERY_PARAMETER', `Invalid query parameter${errors.length > 1 ? 's' : ''} ${namesOf(errors, new QuoteBudget())}.`, { errors })
   }
   return parsed
 }
@@ -181,12 +189,15 @@ function paramProblem(name: string, rule: PathParamRule, value: string): ApiErro
 /** Step 6 for a route, with its query and path rules. */
 export function parametersStage(query: QuerySpec, params: ParamsSpec) {
   const paramRules = Object.entries(params)
-  return function checkParameters(request: FastifyRequest): void {
-    request.parsedQuery = parseQuery(request.query as Record<string, unknown>, query)
+  return function checkParameters(request: FastifyRequest): ApiError | undefined {
+    const parsed = readQuery(request.query as Record<string, unknown>, query)
+    if (parsed instanceof ApiError) return parsed
+    request.parsedQuery = parsed
     const values = request.params as Record<string, string>
     for (const [name, rule] of paramRules) {
       const problem = paramProblem(name, rule, values[name] ?? '')
-      if (problem !== undefined) throw problem
+      if (problem !== undefined) return problem
     }
+    return undefined
   }
 }

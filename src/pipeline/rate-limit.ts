@@ -23,8 +23,9 @@ export function rateLimitStage(limiter: RateLimiter, defaultLimit: number, windo
     }
     return policy
   }
-  const answer = (reply: FastifyReply, limit: number, verdict: Verdict | undefined): void => {
-    if (verdict === undefined) return
+  /** The quota headers of the verdict, and its refusal when the quota is spent. */
+  const answer = (reply: FastifyReply, limit: number, verdict: Verdict | undefined): ApiError | undefined => {
+    if (verdict === undefined) return undefined
     const remaining = String(verdict.remaining)
     const reset = String(verdict.resetSeconds)
     reply.header('ratelimit-limit', String(limit))
@@ -34,16 +35,22 @@ export function rateLimitStage(limiter: RateLimiter, defaultLimit: number, windo
     reply.header('ratelimit', `"default";r=${remaining};t=${reset}`)
     if (!verdict.allowed) {
       const credential = (reply.request.principal as Principal).kind === 'apiKey' ? 'This API key' : 'The client of this access token'
-      throw new ApiError('RATE_LIMITED',
+      return new ApiError('RATE_LIMITED',
         `${credential} may make ${limit} requests per ${windowSeconds} seconds; the quota resets in ${verdict.resetSeconds} seconds.`,
         { retryAfter: verdict.resetSeconds })
     }
+    return undefined
   }
-  return function rateLimit(request: FastifyRequest, reply: FastifyReply): void | Promise<void> {
+  return function rateLimit(request: FastifyRequest, reply: FastifyReply): void | Error | Promise<void> {
     const principal = request.principal as Principal
     const limit = principal.rateLimit ?? defaultLimit
     const verdict = limiter.take(principal.keyId, limit)
-    if (verdict instanceof Promise) return verdict.then((v) => answer(reply, limit, v))
+    if (verdict instanceof Promise) {
+      return verdict.then((v) => {
+        const refusal = answer(reply, limit, v)
+        if (refusal !== undefined) throw refusal
+      })
+    }
     return answer(reply, limit, verdict)
   }
 }
