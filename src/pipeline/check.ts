@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 // hit with a lease of quota in hand, every step is synchronous. A step may throw its error
 // too; a refusal the hot rows see (400, 401, 429) is returned instead, because a throw costs
 // V8 a message and a walk of the stack, 1-2 µs, a twentieth of a rejection's CPU
-// (docs/performance.md, "Full run of 2026-11-29 (night)").
+// (docs/performance.md, "Full run of 2026-11-29 (night), as deployed").
 export type Check = (request: FastifyRequest, reply: FastifyReply) => void | Error | Promise<void>
 
 /**
