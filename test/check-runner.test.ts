@@ -34,6 +34,11 @@ describe('the checks of a route', () => {
     expect(result.ran).toEqual(['a', 'refuses'])
   })
 
+  it('stop at a refusal a wait ends in, returned or thrown', async () => {
+    const waitsThenRefuses = (ran: string[]): Check => async () => { await Promise.resolve(); ran.push('waits'); return refusal }
+    expect(await run([later('a'), waitsThenRefuses, pass('c')])).toEqual({ error: refusal, ran: ['a', 'waits'] })
+  })
+
   it('stop at a refusal thrown, or a wait that fails, alike', async () => {
     const thrown = (ran: string[]): Check => () => { ran.push('throws'); throw refusal }
     const rejected = (ran: string[]): Check => async () => { ran.push('rejects'); await Promise.resolve(); throw refusal }

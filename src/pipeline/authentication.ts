@@ -32,7 +32,7 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
       throw new ApiError('BRAND_ACCESS_DENIED', `${credential} another brand; it cannot be used at host '${quoteInput(request.hostname)}'.`)
     }
   }
-  return function authenticate(request: FastifyRequest): void | Error | Promise<void> {
+  return function authenticate(request: FastifyRequest): void | Error | Promise<void | Error> {
     // An address over its 401 allowance (docs/security.md, "Invented keys") has its look-ups
     // refused: a credential this instance must look up (in Redis, or with a JWKS fetch) is
     // answered 429. A credential it already knows to be valid never needs one, so partners
@@ -40,13 +40,15 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
     const address = request.ip
     let reserved = false
     /** The refusal, counted against the address when it is a 401 (returned, not thrown again: docs/performance.md). */
-    const countedRefusal = (error: unknown): unknown => {
+    const countedRefusal = (error: unknown): Error => {
       // A known credential refused still owns the request (its request log shows the refusal).
       if (error instanceof ApiError && error.credential !== undefined) request.refusedCredential = error.credential
       const refused = error instanceof ApiError && error.status === 401
       if (refused && !reserved) failures.add(address)
       else if (!refused && reserved) failures.release(address)
-      return error
+      // What is no Error is not a refusal of ours: it goes on as thrown.
+      if (error instanceof Error) return error
+      throw error
     }
     let principal: Principal | Promise<Principal>
     try {
@@ -59,18 +61,14 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
         },
       })
     } catch (error) {
-      const refusal = countedRefusal(error)
-      if (refusal instanceof Error) return refusal
-      throw refusal
+      return countedRefusal(error)
     }
     // A key this instance holds is answered at once; only a look-up waits.
     if (!(principal instanceof Promise)) return admit(request, principal)
     return principal.then((found) => {
       if (reserved) failures.release(address)
       admit(request, found)
-    }, (error: unknown) => {
-      throw countedRefusal(error)
-    })
+    }, countedRefusal)
   }
 }
 

@@ -1,14 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 // One step of a route's pipeline. It returns nothing when it lets the request on at once, the
-// error that answers the request when it refuses it at once, or a promise when it must wait (a
-// key or a quota that this instance does not hold). Most requests never wait: on a key-cache
+// error that answers the request when it refuses it, or a promise of either when it must wait
+// (a key or a quota that this instance does not hold). Most requests never wait: on a key-cache
 // hit with a lease of quota in hand, every step is synchronous. A step may throw its error
-// too; step 6 (a query or path parameter), step 4 (a credential refused at once, which the key
-// check itself still throws) and step 5 (a spent quota known at once) return theirs, because a
-// throw costs V8 a message and a walk of the stack, 1-2 µs, a twentieth of a rejection's CPU
-// (docs/performance.md, "Full run of 2026-11-29 (night), as deployed").
-export type Check = (request: FastifyRequest, reply: FastifyReply) => void | Error | Promise<void>
+// too; step 6 (a query or path parameter), step 4 (a credential refused, which the key check
+// itself still throws) and step 5 (a spent quota) return theirs, because a throw costs V8 a
+// message and a walk of the stack, 1-2 µs, a twentieth of a rejection's CPU (docs/performance.md,
+// "Full run of 2026-11-29 (night), as deployed").
+export type Check = (request: FastifyRequest, reply: FastifyReply) => void | Error | Promise<void | Error>
 
 /**
  * A route's checks run as one onRequest hook, in their order, the first failure answering.
@@ -22,7 +22,7 @@ export function runChecks(checks: readonly Check[]) {
       while (index < checks.length) {
         const check = checks[index] as Check
         index += 1
-        let pending: void | Error | Promise<void>
+        let pending: void | Error | Promise<void | Error>
         try {
           pending = check(request, reply)
         } catch (error) {
@@ -34,7 +34,10 @@ export function runChecks(checks: readonly Check[]) {
           return
         }
         if (pending !== undefined) {
-          pending.then(next, done)
+          pending.then((refusal) => {
+            if (refusal instanceof Error) done(refusal)
+            else next()
+          }, done)
           return
         }
       }

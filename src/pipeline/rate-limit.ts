@@ -41,16 +41,11 @@ export function rateLimitStage(limiter: RateLimiter, defaultLimit: number, windo
     }
     return undefined
   }
-  return function rateLimit(request: FastifyRequest, reply: FastifyReply): void | Error | Promise<void> {
+  return function rateLimit(request: FastifyRequest, reply: FastifyReply): void | Error | Promise<void | Error> {
     const principal = request.principal as Principal
     const limit = principal.rateLimit ?? defaultLimit
     const verdict = limiter.take(principal.keyId, limit)
-    if (verdict instanceof Promise) {
-      return verdict.then((v) => {
-        const refusal = answer(reply, limit, v)
-        if (refusal !== undefined) throw refusal
-      })
-    }
+    if (verdict instanceof Promise) return verdict.then((v) => answer(reply, limit, v))
     return answer(reply, limit, verdict)
   }
 }
