@@ -27,6 +27,13 @@ export interface RedisOptions extends RedisTarget {
    * until connected. `tool`: one attempt, no reconnects (the key tool).
    */
   role?: 'command' | 'subscriber' | 'tool'
+  /**
+   * Whether commands sent in one turn of the event loop go to Redis together (default true).
+   * ioredis makes a pipeline for each such turn and copies onto it every command defined on the
+   * client: a client with many (BullMQ defines 64 on its own) is better without (docs/performance.md,
+   * "Scripts without defineCommand").
+   */
+  autoPipelining?: boolean
 }
 
 export function redisTarget(config: Pick<Config, 'redisUrl' | 'redisSentinel' | 'redisClusterNodes'>): RedisTarget {
@@ -68,7 +75,7 @@ export function createRedis(options: RedisOptions): RedisClient {
     const clusterOptions: ClusterOptions = {
       redisOptions: { ...perConnection, username, password, tls, maxRetriesPerRequest: role === 'command' ? 0 : null },
       enableOfflineQueue: role !== 'command',
-      enableAutoPipelining: true,
+      enableAutoPipelining: options.autoPipelining ?? true,
       lazyConnect: !reconnect,
       clusterRetryStrategy: retry,
       // While a master fails over, a command is retried on the refreshed slot map a few
@@ -83,7 +90,7 @@ export function createRedis(options: RedisOptions): RedisClient {
       ...perConnection,
       enableOfflineQueue: role !== 'command',
       maxRetriesPerRequest: role === 'command' ? 0 : role === 'subscriber' ? null : 1,
-      enableAutoPipelining: true,
+      enableAutoPipelining: options.autoPipelining ?? true,
       lazyConnect: !reconnect,
       retryStrategy: retry,
     }

@@ -1,5 +1,6 @@
 import type { KeyMode } from '../keys/principal.js'
 import type { RedisClient } from '../redis.js'
+import { redisScript } from '../redis-script.js'
 
 // Where the event log is kept (docs/architecture.md, "Redis layout"): Redis, shared by every
 // instance, or, for the demo without Redis, this process's memory. The log is partitioned by
@@ -312,15 +313,10 @@ export class RedisEventStore implements EventStore {
   private readonly presentCommand: PresentCommand
 
   constructor(private readonly redis: RedisClient, private readonly namespace: string, private readonly mergeWindow = MERGE_WINDOW, private readonly presentFirst = PRESENT_FIRST) {
-    redis.defineCommand('eventsClaim', { numberOfKeys: 1, lua: CLAIM_SCRIPT })
-    redis.defineCommand('eventsAppend', { numberOfKeys: 1, lua: APPEND_SCRIPT })
-    redis.defineCommand('eventsPage', { numberOfKeys: 1, lua: PAGE_SCRIPT })
-    redis.defineCommand('eventsPresent', { numberOfKeys: 1, lua: PRESENT_SCRIPT })
-    const commands = redis as unknown as { eventsClaim: ClaimCommand; eventsAppend: AppendCommand; eventsPage: PageCommand; eventsPresent: PresentCommand }
-    this.presentCommand = commands.eventsPresent.bind(redis)
-    this.claimCommand = commands.eventsClaim.bind(redis)
-    this.appendCommand = commands.eventsAppend.bind(redis)
-    this.pageCommand = commands.eventsPage.bind(redis)
+    this.presentCommand = redisScript<PresentCommand>(redis, 1, PRESENT_SCRIPT)
+    this.claimCommand = redisScript<ClaimCommand>(redis, 1, CLAIM_SCRIPT)
+    this.appendCommand = redisScript<AppendCommand>(redis, 1, APPEND_SCRIPT)
+    this.pageCommand = redisScript<PageCommand>(redis, 1, PAGE_SCRIPT)
   }
 
   async claim(source: string, claims: readonly ClaimRequest[], dedupeMs: number): Promise<(Claim | undefined)[]> {

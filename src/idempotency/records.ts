@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { RedisClient } from '../redis.js'
+import { redisScript } from '../redis-script.js'
 
 // The idempotency records of declared routes (docs/architecture.md, "Idempotency records"): one per
 // credential, method, route and Idempotency-Key, shared by every instance through Redis.
@@ -56,21 +57,17 @@ type ClaimCommand = (key: string, value: Buffer, ttlMs: number) => Promise<Buffe
 type ReplaceCommand = (key: string, expected: Buffer, value: Buffer, ttlMs: number) => Promise<number>
 type RemoveCommand = (key: string, expected: Buffer) => Promise<number>
 
-/** Records in Redis: one round trip per operation (EVALSHA; ioredis loads a script once per connection). */
+/** Records in Redis: one round trip per operation (a script, src/redis-script.ts). */
 export class RedisRecordStore implements RecordStore {
   private readonly claimCommand: ClaimCommand
   private readonly replaceCommand: ReplaceCommand
   private readonly removeCommand: RemoveCommand
 
   constructor(redis: RedisClient) {
-    redis.defineCommand('idempotencyClaim', { numberOfKeys: 1, lua: CLAIM_SCRIPT })
-    redis.defineCommand('idempotencyAnswer', { numberOfKeys: 1, lua: ANSWER_SCRIPT })
-    redis.defineCommand('idempotencyRelease', { numberOfKeys: 1, lua: RELEASE_SCRIPT })
-    const commands = redis as unknown as { idempotencyClaimBuffer: ClaimCommand; idempotencyAnswer: ReplaceCommand; idempotencyRelease: RemoveCommand }
-    // The Buffer variant: a stored body is bytes, never decoded on the way.
-    this.claimCommand = commands.idempotencyClaimBuffer.bind(redis)
-    this.replaceCommand = commands.idempotencyAnswer.bind(redis)
-    this.removeCommand = commands.idempotencyRelease.bind(redis)
+    // Its reply in bytes: a stored body is bytes, never decoded on the way.
+    this.claimCommand = redisScript<ClaimCommand>(redis, 1, CLAIM_SCRIPT, 'bytes')
+    this.replaceCommand = redisScript<ReplaceCommand>(redis, 1, ANSWER_SCRIPT)
+    this.removeCommand = redisScript<RemoveCommand>(redis, 1, RELEASE_SCRIPT)
   }
 
   claim(key: string, value: Buffer, ttlMs: number): Promise<Buffer | null> {

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js'
+import { redisScript } from '../redis-script.js'
 
 // Where quota is counted. One atomic operation: lease up to `batch` of what is left of a
 // key's quota in a window, and say how much of it is used now.
@@ -30,10 +31,7 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly leaseQuota: LeaseCommand
 
   constructor(redis: RedisClient, private readonly namespace: string) {
-    // defineCommand sends EVALSHA, loading the script once per connection.
-    redis.defineCommand('leaseQuota', { numberOfKeys: 1, lua: LEASE_SCRIPT })
-    const command = (redis as unknown as { leaseQuota: LeaseCommand }).leaseQuota
-    this.leaseQuota = command.bind(redis)
+    this.leaseQuota = redisScript<LeaseCommand>(redis, 1, LEASE_SCRIPT)
   }
 
   async lease(keyId: string, window: number, limit: number, batch: number, ttlMs: number): Promise<Lease> {

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js'
+import { redisScript } from '../redis-script.js'
 import { storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
 import { filtersFields, type RequestLogFilters } from './filters.js'
 
@@ -253,14 +254,9 @@ export class RequestLogStore {
 
   constructor(private readonly redis: RedisClient, private readonly namespace: string, private readonly retention: RetentionSettings, now?: () => number) {
     this.now = now ?? Date.now
-    // defineCommand sends EVALSHA, loading each script once per connection.
-    redis.defineCommand('requestLogWrite', { numberOfKeys: 2, lua: WRITE_SCRIPT })
-    redis.defineCommand('requestLogIds', { numberOfKeys: 1, lua: IDS_SCRIPT })
-    redis.defineCommand('requestLogPage', { numberOfKeys: 2, lua: PAGE_SCRIPT })
-    const commands = redis as unknown as { requestLogWrite: WriteCommand; requestLogIds: IdsCommand; requestLogPage: PageCommand }
-    this.writeLog = commands.requestLogWrite.bind(redis)
-    this.writeIds = commands.requestLogIds.bind(redis)
-    this.findPage = commands.requestLogPage.bind(redis)
+    this.writeLog = redisScript<WriteCommand>(redis, 2, WRITE_SCRIPT)
+    this.writeIds = redisScript<IdsCommand>(redis, 1, IDS_SCRIPT)
+    this.findPage = redisScript<PageCommand>(redis, 2, PAGE_SCRIPT)
   }
 
   /** The day's key of the request id index (UTC). */

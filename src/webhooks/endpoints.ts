@@ -1,5 +1,6 @@
 import type { KeyMode } from '../keys/principal.js'
 import type { RedisClient } from '../redis.js'
+import { redisScript } from '../redis-script.js'
 import { UlidFactory } from '../events/ulid.js'
 import { ENDPOINT_ID_PREFIX } from '../routes/policy.js'
 
@@ -290,13 +291,8 @@ export class EndpointStore {
       recordDelivered: [5, RECORD_DELIVERED_SCRIPT],
       acquire: [2, ACQUIRE_SCRIPT], take: [3, TAKE_SCRIPT], release: [2, RELEASE_SCRIPT], admitManual: [2, ADMIT_MANUAL_SCRIPT],
     } as const
-    const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
     const commands: Record<string, unknown> = {}
-    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) {
-      const command = `webhookEndpoint${name[0]?.toUpperCase() ?? ''}${name.slice(1)}`
-      redis.defineCommand(command, { numberOfKeys, lua })
-      commands[name] = (defined[command] as (...args: unknown[]) => Promise<unknown>).bind(redis)
-    }
+    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) commands[name] = redisScript(redis, numberOfKeys, lua)
     this.commands = commands as EndpointStore['commands']
   }
 

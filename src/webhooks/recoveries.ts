@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import { ulidMillis, UlidFactory } from '../events/ulid.js'
 import type { KeyMode } from '../keys/principal.js'
 import type { RedisClient } from '../redis.js'
+import { redisScript } from '../redis-script.js'
 import type { EndpointStore, Received } from './endpoints.js'
 import {
   countedAs, feedWindow, RECOVERIES_SHOWN_MS, RECOVERY_ID_PREFIX, recoveryJobId, recoveryView, ulidOfRecoveryJob,
@@ -143,13 +144,8 @@ export class RecoveryStore {
   constructor(private readonly redis: RedisClient, private readonly endpoints: EndpointStore) {
     this.base = `${endpoints.queuePrefix}:`
     const scripts = { create: [6, CREATE_SCRIPT], claim: [5, CLAIM_SCRIPT], finish: [5, FINISH_SCRIPT], cancel: [6, CANCEL_SCRIPT] } as const
-    const defined = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
     const commands: Record<string, unknown> = {}
-    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) {
-      const command = `webhookRecovery${name[0]?.toUpperCase() ?? ''}${name.slice(1)}`
-      redis.defineCommand(command, { numberOfKeys, lua })
-      commands[name] = (defined[command] as (...args: unknown[]) => Promise<unknown>).bind(redis)
-    }
+    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) commands[name] = redisScript(redis, numberOfKeys, lua)
     this.commands = commands as RecoveryStore['commands']
   }
 
