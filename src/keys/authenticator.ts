@@ -18,10 +18,15 @@ export interface VerifyHooks {
   beforeLookup?: () => void
 }
 
-/** Turns a presented credential into its principal, or throws the 401/403/503 ApiError. */
+/** Turns a presented credential into its principal, or refuses it with the 401/403/503 ApiError. */
 export interface KeyVerifier {
-  /** The principal at once when the credential's record is at hand; a promise when it must be looked up. */
-  verify(key: string, hooks?: VerifyHooks): Principal | Promise<Principal>
+  /**
+   * The principal at once when the credential's record is at hand; a promise when it must be
+   * looked up (rejected with its refusal). A refusal decided at once may be returned rather
+   * than thrown (an invalid or unknown key), which spares V8 a throw's message and walk of the
+   * stack (docs/performance.md, "The key check's and the property check's refusals returned").
+   */
+  verify(key: string, hooks?: VerifyHooks): Principal | ApiError | Promise<Principal>
 }
 
 interface CachedKey {
@@ -102,14 +107,15 @@ export class KeyAuthenticator implements KeyVerifier {
 
   /**
    * The key's principal, or the 401/403/503 ApiError. Synchronous on a cache hit (most
-   * requests): only a key this instance does not hold costs a promise and a look-up.
+   * requests): only a key this instance does not hold costs a promise and a look-up. A key
+   * invalid or known to be unknown is refused by returning its 401.
    */
-  verify(key: string, hooks: VerifyHooks = {}): Principal | Promise<Principal> {
+  verify(key: string, hooks: VerifyHooks = {}): Principal | ApiError | Promise<Principal> {
     const mode = keyMode(key)
-    if (mode === undefined) throw invalidKey()
+    if (mode === undefined) return invalidKey()
     const digest = digestKey(key)
     const entry = this.records.lookup(digest)
-    if (entry === UNKNOWN) throw invalidKey()
+    if (entry === UNKNOWN) return invalidKey()
     if (entry !== undefined) return admit(entry, mode)
     // A key this instance holds, if only a copy past its lifetime, is known to be valid: its
     // refresh is no look-up the per-address bound refuses (docs/security.md, "Invented keys").

@@ -1,3 +1,4 @@
+import type { ApiError } from '../contract/errors.js'
 import type { Principal } from './principal.js'
 import type { KeyVerifier, VerifyHooks } from './authenticator.js'
 
@@ -16,7 +17,7 @@ export function isAccessToken(value: string): boolean {
 export class Credentials implements KeyVerifier {
   constructor(private readonly keys: KeyVerifier, private readonly tokens: KeyVerifier) {}
 
-  verify(value: string, hooks?: VerifyHooks): Principal | Promise<Principal> {
+  verify(value: string, hooks?: VerifyHooks): Principal | ApiError | Promise<Principal> {
     return isAccessToken(value) ? this.tokens.verify(value, hooks) : this.keys.verify(value, hooks)
   }
 }

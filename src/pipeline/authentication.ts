@@ -50,7 +50,7 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
       if (error instanceof Error) return error
       throw error
     }
-    let principal: Principal | Promise<Principal>
+    let principal: Principal | ApiError | Promise<Principal>
     try {
       principal = verifier.verify(bearerToken(request.headers.authorization), {
         beforeLookup: () => {
@@ -63,7 +63,8 @@ export function authenticationStage(verifier: KeyVerifier, failures: AuthFailure
     } catch (error) {
       return countedRefusal(error)
     }
-    // A key this instance holds is answered at once; only a look-up waits.
+    // A key this instance holds is answered at once, as is one it knows to refuse; only a look-up waits.
+    if (principal instanceof ApiError) return countedRefusal(principal)
     if (!(principal instanceof Promise)) return admit(request, principal)
     return principal.then((found) => {
       if (reserved) failures.release(address)

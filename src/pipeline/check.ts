@@ -4,10 +4,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 // error that answers the request when it refuses it, or a promise of either when it must wait
 // (a key or a quota that this instance does not hold). Most requests never wait: on a key-cache
 // hit with a lease of quota in hand, every step is synchronous. A step may throw its error
-// too; step 6 (a query or path parameter), step 4 (a credential refused, which the key check
-// itself still throws) and step 5 (a spent quota) return theirs, because a throw costs V8 a
-// message and a walk of the stack, 1-2 µs, a twentieth of a rejection's CPU (docs/performance.md,
-// "Full run of 2026-11-29 (night), as deployed").
+// too; step 6 (a query or path parameter), step 4 (a credential refused; the key check returns
+// an invalid or unknown key's 401) and step 5 (a spent quota) return theirs, because a throw
+// costs V8 a message and a walk of the stack, 1-2 µs, a twentieth of a rejection's CPU
+// (docs/performance.md, "Full run of 2026-11-29 (night), as deployed").
 export type Check = (request: FastifyRequest, reply: FastifyReply) => void | Error | Promise<void | Error>
 
 /**

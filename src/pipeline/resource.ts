@@ -26,6 +26,8 @@ export function testModeStage(policy: RoutePolicy, hasSandbox: SandboxCheck) {
 
 export function propertyScopeStage(source: PropertySource, accessDeniedStatus: 403 | 404) {
   return async function checkPropertyScope(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
-    await accessibleProperty(source, request.propertyId as string, request, accessDeniedStatus)
+    const found = await accessibleProperty(source, request.propertyId as string, request, accessDeniedStatus)
+    // An async hook refuses by rejecting.
+    if (found instanceof ApiError) throw found
   }
 }

@@ -26,15 +26,20 @@ export function sourceContext(request: FastifyRequest): SourceContext {
   }
 }
 
-/** The property `id` (lower case) if the caller may use it; otherwise the 403 or 404 to answer (docs/architecture.md §D2). */
-export async function accessibleProperty(source: PropertySource, id: string, request: FastifyRequest, accessDeniedStatus: 403 | 404): Promise<Property> {
+/**
+ * The property `id` (lower case) if the caller may use it; otherwise the 403 or 404 to answer
+ * (docs/architecture.md §D2), returned rather than thrown, which spares the refused request a
+ * throw and the rethrow of the route's `await` (docs/performance.md, "The key check's and the
+ * property check's refusals returned"). A failure of the source is thrown, as the source threw it.
+ */
+export async function accessibleProperty(source: PropertySource, id: string, request: FastifyRequest, accessDeniedStatus: 403 | 404): Promise<Property | ApiError> {
   const { brand, principal } = callerOf(request)
   const mayUse = principal.properties === 'all' || principal.properties.has(id)
   // With 404 for denied access, a property the key may not use needs no PMS call.
-  if (!mayUse && accessDeniedStatus === 404) throw notFound(id)
+  if (!mayUse && accessDeniedStatus === 404) return notFound(id)
   const record = await source.get(id, sourceContext(request))
   // Another brand's property does not exist as far as this host is concerned.
-  if (record === undefined || record.chainCode !== brand.chainCode) throw notFound(id)
-  if (!mayUse) throw new ApiError('PROPERTY_ACCESS_DENIED', `Your ${principal.kind === 'apiKey' ? 'API key' : 'client'} is not authorised for property '${id}'.`)
+  if (record === undefined || record.chainCode !== brand.chainCode) return notFound(id)
+  if (!mayUse) return new ApiError('PROPERTY_ACCESS_DENIED', `Your ${principal.kind === 'apiKey' ? 'API key' : 'client'} is not authorised for property '${id}'.`)
   return record.property
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { sendProperties, sendProperty } from '../contract/envelope.js'
+import { ApiError } from '../contract/errors.js'
 import { callerOf } from '../http/request-state.js'
 import { builtInRoutes, routerPath } from '../routes/policy.js'
 import { accessibleProperty, sourceContext } from './access.js'
@@ -25,6 +26,8 @@ export function propertyRoutes(source: PropertySource) {
 
     app.get<{ Params: { propertyId: string } }>(routerPath(single.path), { config: { policy: single } }, async (request, reply) => {
       const property = await accessibleProperty(source, request.params.propertyId.toLowerCase(), request, accessDeniedStatus)
+      // A refusal returned is answered as a thrown one is (Fastify sends an Error to the error handler).
+      if (property instanceof ApiError) return property
       return sendProperty(request, reply, property)
     })
   }

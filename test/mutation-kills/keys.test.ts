@@ -4,7 +4,7 @@ import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { createGateway, type Gateway } from '../../src/gateway.js'
-import type { ApiError } from '../../src/contract/errors.js'
+import { ApiError } from '../../src/contract/errors.js'
 import { KeyAuthenticator } from '../../src/keys/authenticator.js'
 import { generateKey, keyMode } from '../../src/keys/format.js'
 import { GrantExistsError, type GrantRecord } from '../../src/keys/grants.js'
@@ -459,6 +459,27 @@ describe('the key authenticator', () => {
       }
       expect(refused).toMatchObject({ code: 'API_KEY_EXPIRED', message: 'The API key expired at 2030-01-01T00:00:00.000Z.' } satisfies Partial<ApiError>)
     })
+  })
+
+  it('refuses a key of no known form, and one it found unknown, by returning the 401 at once; the first unknown key costs one look-up', async () => {
+    const store = new MemoryKeyStore()
+    // Well formed (its checksum holds), but no key of the store.
+    const key = generateKey('live')
+    const authenticator = new KeyAuthenticator(store, { ttlMs: 600_000, graceMs: 0, maxEntries: 10 })
+    const lookups: string[] = []
+    const hooks = { beforeLookup: () => lookups.push('lookup') }
+    const unformed = authenticator.verify('svc_live_not-a-key', hooks)
+    expect(unformed).toBeInstanceOf(ApiError)
+    expect(unformed).toMatchObject({ code: 'INVALID_API_KEY', status: 401, message: 'The API key is not valid.' })
+    expect(lookups).toEqual([])
+    // Not held yet: looked up once, refused by the promise.
+    await expect(authenticator.verify(key, hooks)).rejects.toMatchObject({ code: 'INVALID_API_KEY', status: 401 })
+    expect(lookups).toEqual(['lookup'])
+    // Remembered as unknown: refused at once, with no look-up.
+    const remembered = authenticator.verify(key, hooks)
+    expect(remembered).toBeInstanceOf(ApiError)
+    expect(remembered).toMatchObject({ code: 'INVALID_API_KEY', status: 401, message: 'The API key is not valid.' })
+    expect(lookups).toEqual(['lookup'])
   })
 })
 
