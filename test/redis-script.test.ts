@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -28,8 +29,17 @@ let admin: Redis
 beforeAll(async () => {
   server = await PrivateRedis.start()
   redis = createRedis({ url: server.url, name: 'script-test', logger: pino({ level: 'silent' }) })
+  // A command client has no offline queue: it must be connected before the first test sends.
+  if (redis.status !== 'ready') await once(redis, 'ready')
   admin = new Redis(server.url)
 })
+
+/** How many times the server ran EVAL and EVALSHA since its statistics were reset (INFO commandstats). */
+async function evalCalls(): Promise<{ eval: number; evalsha: number }> {
+  const info = await admin.info('commandstats')
+  const calls = (name: string): number => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0)
+  return { eval: calls('eval'), evalsha: calls('evalsha') }
+}
 
 afterAll(async () => {
   redis.disconnect()
@@ -40,11 +50,17 @@ afterAll(async () => {
 describe('a script as a command', () => {
   it('runs on a server that does not know it, which knows it after', async () => {
     await admin.script('FLUSH')
+    await admin.config('RESETSTAT')
     const count = redisScript<(key: string, label: string) => Promise<[number, string]>>(redis, 1, COUNT_SCRIPT)
     expect(await admin.script('EXISTS', sha(COUNT_SCRIPT))).toEqual([0])
     expect(await count('first', 'a')).toEqual([1, 'a'])
     expect(await admin.script('EXISTS', sha(COUNT_SCRIPT))).toEqual([1])
+    // By its hash first, which the server did not know; then the whole script, once.
+    expect(await evalCalls()).toEqual({ eval: 1, evalsha: 1 })
     expect(await count('first', 'b')).toEqual([2, 'b'])
+    expect(await count('first', 'c')).toEqual([3, 'c'])
+    // Known now: by its hash alone.
+    expect(await evalCalls()).toEqual({ eval: 1, evalsha: 3 })
   })
 
   it('runs again after the server forgot every script', async () => {

@@ -107,8 +107,9 @@ export class KeyAuthenticator implements KeyVerifier {
 
   /**
    * The key's principal, or the 401/403/503 ApiError. Synchronous on a cache hit (most
-   * requests): only a key this instance does not hold costs a promise and a look-up. A key
-   * invalid or known to be unknown is refused by returning its 401.
+   * requests): only a key this instance does not hold costs a promise and a look-up. A key of
+   * no known form, or one remembered as unknown, is refused by returning its 401; the other
+   * refusals of a key at hand (another mode, expired, suspended) are thrown.
    */
   verify(key: string, hooks: VerifyHooks = {}): Principal | ApiError | Promise<Principal> {
     const mode = keyMode(key)
