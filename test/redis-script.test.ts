@@ -5,7 +5,7 @@ import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createRedis } from '../src/redis.js'
 import { redisScript } from '../src/redis-script.js'
-import { PrivateRedis } from './helpers/redis.js'
+import { commandCalls, PrivateRedis } from './helpers/redis.js'
 
 // Our scripts as commands (src/redis-script.ts), on a Redis server of the test's own, so that
 // it may forget every script (SCRIPT FLUSH, as a server new after a failover has none) without
@@ -34,11 +34,10 @@ beforeAll(async () => {
   admin = new Redis(server.url)
 })
 
-/** How many times the server ran EVAL and EVALSHA since its statistics were reset (INFO commandstats). */
+/** How many times the server ran EVAL and EVALSHA since its statistics were reset. */
 async function evalCalls(): Promise<{ eval: number; evalsha: number }> {
-  const info = await admin.info('commandstats')
-  const calls = (name: string): number => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0)
-  return { eval: calls('eval'), evalsha: calls('evalsha') }
+  const calls = await commandCalls(admin)
+  return { eval: calls.eval ?? 0, evalsha: calls.evalsha ?? 0 }
 }
 
 afterAll(async () => {

@@ -6,7 +6,7 @@ import { RedisEventStore, type NewEvent } from '../../src/events/store.js'
 import { EventTypes, type Viewer } from '../../src/events/types.js'
 import { UlidFactory } from '../../src/events/ulid.js'
 import { testConfig } from '../helpers/config.js'
-import { PrivateRedis } from '../helpers/redis.js'
+import { commandCalls, PrivateRedis } from '../helpers/redis.js'
 
 // What one page of /v1/events costs Redis (docs/architecture.md, "Reading a page"): the same
 // for a credential of 1,000 properties as for one of 10 that sees the same events, within a
@@ -47,13 +47,7 @@ afterAll(async () => {
 async function commandsOf(read: () => Promise<unknown>): Promise<Record<string, number>> {
   await redis.config('RESETSTAT')
   await read()
-  const info = await redis.info('commandstats')
-  const calls: Record<string, number> = {}
-  for (const match of info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
-    const name = match[1] as string
-    if (!name.startsWith('config') && name !== 'info') calls[name] = Number(match[2])
-  }
-  return calls
+  return Object.fromEntries(Object.entries(await commandCalls(redis)).filter(([name]) => !name.startsWith('config') && name !== 'info'))
 }
 
 const total = (calls: Record<string, number>): number => Object.values(calls).reduce((a, b) => a + b, 0)

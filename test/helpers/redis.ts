@@ -60,6 +60,18 @@ export class PrivateRedis {
   }
 }
 
+/**
+ * The calls of each command the server has served since its statistics were last reset, by name
+ * (INFO commandstats; the commands a script runs count too). On a server of the test's own, so
+ * that no other test's commands count.
+ */
+export async function commandCalls(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info('commandstats')
+  const calls: Record<string, number> = {}
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[match[1] as string] = Number(match[2])
+  return calls
+}
+
 /** Polls `probe` until it returns true or `withinMs` passes; returns whether it did. */
 export async function eventually(probe: () => Promise<boolean>, withinMs: number, everyMs = 20): Promise<boolean> {
   const deadline = Date.now() + withinMs

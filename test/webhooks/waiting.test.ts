@@ -4,7 +4,7 @@ import { RedisKeyStore } from '../../src/keys/store.js'
 import { accepted, guestEvent, hotelChanged, listenAdmin, publish, PUBLISHER_TOKENS } from '../helpers/events.js'
 import { TestGateway } from '../helpers/gateway.js'
 import { Receiver } from '../helpers/receiver.js'
-import { eventually, PrivateRedis } from '../helpers/redis.js'
+import { commandCalls, eventually, PrivateRedis } from '../helpers/redis.js'
 import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 
 // Deliveries waiting for a busy endpoint (docs/architecture.md §D37) cost Redis nothing until
@@ -13,8 +13,7 @@ import { createEndpoint, WAIT_MS, webhookConfig } from '../helpers/webhooks.js'
 
 /** Every command the server has served (INFO commandstats: commands called from scripts included). */
 async function commandsServed(redis: Redis): Promise<number> {
-  const stats = await redis.info('commandstats')
-  return [...stats.matchAll(/calls=(\d+)/g)].reduce((sum, match) => sum + Number(match[1]), 0)
+  return Object.values(await commandCalls(redis)).reduce((sum, calls) => sum + calls, 0)
 }
 
 /** `count` events of the PMS about one hotel, published in batches. */
