@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs'
 import pino, { type DestinationStream, type Logger } from 'pino'
 
 // Paths that could hold a secret if anything ever logged a request or a key record.
@@ -13,22 +14,81 @@ export const REDACT_PATHS = [
   'token',
 ]
 
+/** Characters of lines gathered before they are written: 16 KiB of request lines, about 45. */
+export const WRITE_SIZE = 16384
+
 export interface LoggerOptions {
   level: string
   /** Defaults to stdout, written asynchronously so a log line never blocks a response. */
   destination?: DestinationStream
 }
 
+/** The stream a batch of lines is handed to (SonicBoom in the process). */
+export interface LineStream {
+  write(text: string): boolean
+  flush(callback?: (error?: Error) => void): void
+}
+
+/**
+ * Lines gathered into one string and handed on once it holds `size` characters, when flushed,
+ * and at the process's exit. SonicBoom can gather them itself (its `minLength`), but then it
+ * measures in bytes, on every line, all that it holds: a string grown line by line is copied
+ * whole at each measure, about 8 KiB copied and counted per line at 16 KiB (docs/performance.md,
+ * "The log's writes"). Here a line costs an append; the batch is measured once, when handed on.
+ */
+export class LineBatch implements DestinationStream {
+  private pending = ''
+
+  constructor(private readonly stream: LineStream, private readonly size: number) {}
+
+  write(line: string): boolean {
+    this.pending += line
+    return this.pending.length >= this.size ? this.release() : true
+  }
+
+  /** Hands on what is held; the stream writes it at once unless a write is under way. */
+  private release(): boolean {
+    const text = this.pending
+    this.pending = ''
+    return text === '' ? true : this.stream.write(text)
+  }
+
+  flush(callback?: (error?: Error) => void): void {
+    this.release()
+    this.stream.flush(callback)
+  }
+
+  /**
+   * What is held, written to `fd` before the process ends: at its 'exit', after pino has had
+   * SonicBoom write what it held synchronously (its listener is older than ours), so the
+   * lines keep their order. A pipe that is full is waited on; one that is gone is given up.
+   */
+  writeHeldSync(fd: number): void {
+    let bytes = Buffer.from(this.pending)
+    this.pending = ''
+    for (let waits = 0; bytes.length > 0;) {
+      try {
+        bytes = bytes.subarray(writeSync(fd, bytes))
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN' || ++waits > 1000) return
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1)
+      }
+    }
+  }
+}
+
 export function createLogger(options: LoggerOptions): Logger {
   let destination = options.destination
   if (destination === undefined) {
-    // Lines leave in writes of 16 KiB (about 45 request lines): each write to a pipe is a call
-    // into the thread pool and a wake-up of the reader, a few % of a cached answer's CPU at 4 KiB
-    // (docs/performance.md). A quiet instance must not sit on its lines: at least every second.
-    // A crash loses what the buffer holds (docs/operations.md, "Logs").
-    const stdout = pino.destination({ dest: 1, sync: false, minLength: 16384, maxWrite: 65536 })
-    setInterval(() => stdout.flush(), 1000).unref()
-    destination = stdout
+    // Lines leave in writes of 16 KiB: each write to a pipe is a call into the thread pool and
+    // a wake-up of the reader, a few % of a cached answer's CPU at 4 KiB (docs/performance.md).
+    // A quiet instance must not sit on its lines: at least every second. A crash loses what
+    // the batch holds (docs/operations.md, "Logs").
+    const stdout = pino.destination({ dest: 1, sync: false, minLength: 0, maxWrite: 65536 })
+    const lines = new LineBatch(stdout, WRITE_SIZE)
+    process.on('exit', () => lines.writeHeldSync(1))
+    setInterval(() => lines.flush(), 1000).unref()
+    destination = lines
   }
   return pino({
     level: options.level,
