@@ -14,6 +14,8 @@ const CHECKSUM_LENGTH = 6
 const KEY_PATTERN = /^svc_(live|test)_[0-9A-Za-z]{28}$/
 
 export const KEY_PREFIXES = { live: 'svc_live_', test: 'svc_test_' } as const
+/** Characters in a key: its prefix (both are 9), its secret and its checksum. */
+export const KEY_LENGTH = KEY_PREFIXES.live.length + SECRET_LENGTH + CHECKSUM_LENGTH
 
 function base62(value: bigint, width: number): string {
   let out = ''

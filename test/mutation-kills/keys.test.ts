@@ -461,6 +461,17 @@ describe('the key authenticator', () => {
     })
   })
 
+  it('answers a test key it holds in test mode, and a live one in live mode, at once', async () => {
+    const store = new MemoryKeyStore()
+    const authenticator = new KeyAuthenticator(store, { ttlMs: 600_000, graceMs: 0, maxEntries: 10 })
+    for (const mode of ['test', 'live'] as const) {
+      const { key, record } = await store.create({ brand: 'acme', mode, properties: '*' })
+      const principal: Principal = { keyId: record.id, kind: 'apiKey', brand: 'acme', mode, properties: 'all', rateLimit: null, scopes: 'all' }
+      expect(await authenticator.verify(key)).toEqual(principal)
+      expect(authenticator.verify(key)).toEqual(principal)
+    }
+  })
+
   it('refuses a key of no known form, and one it found unknown, by returning the 401 at once; the first unknown key costs one look-up', async () => {
     const store = new MemoryKeyStore()
     // Well formed (its checksum holds), but no key of the store.
@@ -468,9 +479,13 @@ describe('the key authenticator', () => {
     const authenticator = new KeyAuthenticator(store, { ttlMs: 600_000, graceMs: 0, maxEntries: 10 })
     const lookups: string[] = []
     const hooks = { beforeLookup: () => lookups.push('lookup') }
-    const unformed = authenticator.verify('svc_live_not-a-key', hooks)
-    expect(unformed).toBeInstanceOf(ApiError)
-    expect(unformed).toMatchObject({ code: 'INVALID_API_KEY', status: 401, message: 'The API key is not valid.' })
+    // Short; a key's length with a checksum that does not hold; a key's length of no key's characters.
+    const lastChanged = `${key.slice(0, -1)}${key.endsWith('0') ? '1' : '0'}`
+    for (const unformedKey of ['svc_live_not-a-key', lastChanged, `svc_live_${'-'.repeat(28)}`]) {
+      const unformed = authenticator.verify(unformedKey, hooks)
+      expect(unformed).toBeInstanceOf(ApiError)
+      expect(unformed).toMatchObject({ code: 'INVALID_API_KEY', status: 401, message: 'The API key is not valid.' })
+    }
     expect(lookups).toEqual([])
     // Not held yet: looked up once, refused by the promise.
     await expect(authenticator.verify(key, hooks)).rejects.toMatchObject({ code: 'INVALID_API_KEY', status: 401 })
