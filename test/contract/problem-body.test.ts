@@ -32,6 +32,16 @@ describe('problem bodies', () => {
     expect(body).toContain('lone \\ud800 end')
   })
 
+  it('makes each docs URL\'s and each code\'s own frame, whichever was asked for first', () => {
+    const typeOf = (docsUrl: string, code: 'INVALID_API_KEY' | 'RATE_LIMITED') => (JSON.parse(problemBody(new ApiError(code, 'x'), docsUrl, '/v1/x', 'req_1')) as { type: string; status: number })
+    expect([typeOf('https://a.example', 'INVALID_API_KEY'), typeOf('https://b.example', 'INVALID_API_KEY'), typeOf('https://a.example', 'RATE_LIMITED'), typeOf('https://a.example', 'INVALID_API_KEY')]).toEqual([
+      { type: 'https://a.example/errors/invalid-api-key', status: 401 },
+      { type: 'https://b.example/errors/invalid-api-key', status: 401 },
+      { type: 'https://a.example/errors/rate-limited', status: 429 },
+      { type: 'https://a.example/errors/invalid-api-key', status: 401 },
+    ].map((expected) => expect.objectContaining(expected)))
+  })
+
   it('lists at most the first field errors and says how many more there were', () => {
     const errors: FieldError[] = Array.from({ length: MAX_FIELD_ERRORS + 2 }, (_, i) => ({ field: `p${i}`, code: 'UNKNOWN_PARAMETER', detail: `d${i}` }))
     const parsed = JSON.parse(problemBody(new ApiError('INVALID_QUERY_PARAMETER', 'Bad query.', { errors }), 'https://d', '/v1/x', 'req_1')) as { detail: string; errors: FieldError[] }
