@@ -29,14 +29,37 @@ function fold(name: string): string {
   return name.toLowerCase().replace(/[-_]/g, '')
 }
 
-function unknownParameter(name: string, known: string[]): FieldError {
-  const suggestion = known.find((k) => fold(k) === fold(name))
+/**
+ * What a route's query rules say of the names they accept, worked out once per rules rather
+ * than per request: the names, the first of them by each name's fold (the suggestion for an
+ * unknown name that folds the same), and the list a refusal names.
+ */
+interface KnownNames {
+  names: string[]
+  byFold: Map<string, string>
+  accepted: string
+}
+
+const knownNamesBySpec = new WeakMap<QuerySpec, KnownNames>()
+
+function knownNamesOf(spec: QuerySpec): KnownNames {
+  let known = knownNamesBySpec.get(spec)
+  if (known === undefined) {
+    const names = Object.keys(spec)
+    const byFold = new Map<string, string>()
+    for (const name of names) if (!byFold.has(fold(name))) byFold.set(fold(name), name)
+    known = { names, byFold, accepted: names.length === 0 ? 'none' : names.map((k) => `'${k}'`).join(', ') }
+    knownNamesBySpec.set(spec, known)
+  }
+  return known
+}
+
+function unknownParameter(name: string, known: KnownNames): FieldError {
+  const suggestion = known.byFold.get(fold(name))
   return {
     field: name,
     code: 'UNKNOWN_PARAMETER',
-    detail: suggestion === undefined
-      ? `Unknown parameter; this endpoint accepts ${known.length === 0 ? 'none' : known.map((k) => `'${k}'`).join(', ')}.`
-      : `Did you mean '${suggestion}'?`,
+    detail: suggestion === undefined ? `Unknown parameter; this endpoint accepts ${known.accepted}.` : `Did you mean '${suggestion}'?`,
   }
 }
 
@@ -112,7 +135,7 @@ export function parseQuery(query: Record<string, unknown>, spec: QuerySpec): Par
 
 /** The query's values by its rules, or the 400 that names what is wrong (returned: step 6 answers it without a throw). */
 function readQuery(query: Record<string, unknown>, spec: QuerySpec): ParsedQuery | ApiError {
-  const known = Object.keys(spec)
+  const known = knownNamesOf(spec)
   const names = Object.keys(query)
   const unknown = names.filter((name) => !Object.hasOwn(spec, name))
   if (unknown.length > 0) {
@@ -130,7 +153,7 @@ function readQuery(query: Record<string, unknown>, spec: QuerySpec): ParsedQuery
   }
   const parsed: ParsedQuery = {}
   const errors: FieldError[] = []
-  for (const name of known) {
+  for (const name of known.names) {
     const rule = spec[name] as QueryRule
     const value = query[name]
     if (value === undefined) {
