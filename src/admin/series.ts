@@ -27,16 +27,23 @@ abstract class Series<Entry> {
   }
 }
 
-export class CounterSeries extends Series<{ labels: Labels; value: number }> {
+export interface CounterRecord { readonly labels: Labels; value: number }
+
+export class CounterSeries extends Series<CounterRecord> {
   constructor(name: string, help: string, registry: Registry) {
     super(name, help, 'counter', registry)
   }
 
   /** Adds one to the series of `key`; `labels()` is called only the first time a key is seen. */
   inc(key: string, labels: () => Labels): void {
-    const entry = this.entries.get(key)
-    if (entry === undefined) this.entries.set(key, { labels: labels(), value: 1 })
-    else entry.value += 1
+    this.record(key, labels).value += 1
+  }
+
+  /** The record of `key`'s series (made at 0 the first time), for a caller that keeps it and adds to its `value` itself. */
+  record(key: string, labels: () => Labels): CounterRecord {
+    let entry = this.entries.get(key)
+    if (entry === undefined) this.entries.set(key, entry = { labels: labels(), value: 0 })
+    return entry
   }
 
   protected samples(): Sample[] {
@@ -44,19 +51,29 @@ export class CounterSeries extends Series<{ labels: Labels; value: number }> {
   }
 }
 
-interface HistogramEntry { labels: Labels; counts: Float64Array; sum: number; count: number }
+export interface HistogramRecord { readonly labels: Labels; readonly counts: Float64Array; sum: number; count: number }
 
-export class HistogramSeries extends Series<HistogramEntry> {
+export class HistogramSeries extends Series<HistogramRecord> {
   constructor(name: string, help: string, private readonly buckets: readonly number[], registry: Registry) {
     super(name, help, 'histogram', registry)
   }
 
   observe(key: string, labels: () => Labels, value: number): void {
+    this.observeIn(this.record(key, labels), value)
+  }
+
+  /** The record of `key`'s series (made empty the first time), for a caller that keeps it (`observeIn`). */
+  record(key: string, labels: () => Labels): HistogramRecord {
     let entry = this.entries.get(key)
     if (entry === undefined) {
       entry = { labels: labels(), counts: new Float64Array(this.buckets.length), sum: 0, count: 0 }
       this.entries.set(key, entry)
     }
+    return entry
+  }
+
+  /** Counts `value` in a record of this series. */
+  observeIn(entry: HistogramRecord, value: number): void {
     entry.sum += value
     entry.count += 1
     for (let i = 0; i < this.buckets.length; i += 1) {
