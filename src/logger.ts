@@ -61,7 +61,9 @@ export class LineBatch implements DestinationStream {
   /**
    * What is held, written to `fd` before the process ends: at its 'exit', after pino has had
    * SonicBoom write what it held synchronously (its listener is older than ours), so the
-   * lines keep their order. A pipe that is full is waited on; one that is gone is given up.
+   * lines keep their order, but for a batch SonicBoom was writing on the thread pool at that
+   * moment, which may land after them. A pipe that is full is waited on (a second at most);
+   * one that is gone is given up.
    */
   writeHeldSync(fd: number): void {
     let bytes = Buffer.from(this.pending)

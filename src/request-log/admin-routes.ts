@@ -23,6 +23,8 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 /** The most rows one export holds: a larger window is refused, not cut. */
 export const CSV_MAX_ROWS = 100_000
 const CSV_QUERY: QuerySpec = { createdAfter: { type: 'timestamp' }, createdBefore: { type: 'timestamp' } }
+/** A look-up by request id takes no query parameter. */
+const NO_QUERY: QuerySpec = {}
 
 export const REQUEST_LOG_ADMIN_PATHS = `${ADMIN_API_PREFIX}/credentials/{id}/request-logs, …/request-logs.csv and ${ADMIN_API_PREFIX}/request-logs/{requestId}`
 
@@ -62,7 +64,7 @@ export function requestLogAdminRoutes(options: RequestLogAdminOptions) {
     })
 
     app.get<{ Params: { requestId: string } }>(`${ADMIN_API_PREFIX}/request-logs/:requestId`, async (request, reply) => {
-      parseQuery(request.query as Record<string, unknown>, {})
+      parseQuery(request.query as Record<string, unknown>, NO_QUERY)
       const id = request.params.requestId
       const json = await store.find(id)
       if (json === undefined) throw new ApiError('REQUEST_LOG_NOT_FOUND', `No request with id '${quoteInput(id)}' is in the request log.`)
