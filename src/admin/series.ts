@@ -58,10 +58,6 @@ export class HistogramSeries extends Series<HistogramRecord> {
     super(name, help, 'histogram', registry)
   }
 
-  observe(key: string, labels: () => Labels, value: number): void {
-    this.observeIn(this.record(key, labels), value)
-  }
-
   /** The record of `key`'s series (made empty the first time), for a caller that keeps it (`observeIn`). */
   record(key: string, labels: () => Labels): HistogramRecord {
     let entry = this.entries.get(key)
