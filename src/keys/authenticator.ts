@@ -1,6 +1,6 @@
 import { ApiError, unauthorized, type RefusedCredential } from '../contract/errors.js'
 import { compileAllowList, type AddressMatcher } from './addresses.js'
-import { digestKey, KEY_LENGTH, KEY_PREFIXES, keyMode } from './format.js'
+import { digestKey, KEY_LENGTH, keyMode, prefixMode } from './format.js'
 import type { KeyMode, Principal, Scopes } from './principal.js'
 import { RecordCache, UNKNOWN } from './record-cache.js'
 import type { KeyRecord, KeyStore, SecretRecord } from './store.js'
@@ -120,7 +120,7 @@ export class KeyAuthenticator implements KeyVerifier {
     // Found by its digest, the key is one the store issued: its form and checksum need no
     // check (0.5 µs a request: docs/performance.md, "The key check of a key held"), and its
     // prefix names its mode.
-    if (entry !== undefined) return admit(entry, key.startsWith(KEY_PREFIXES.live) ? 'live' : 'test')
+    if (entry !== undefined) return admit(entry, prefixMode(key))
     // A key of no known form never reaches Redis.
     const mode = keyMode(key)
     if (mode === undefined) return invalidKey()

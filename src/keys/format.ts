@@ -53,6 +53,11 @@ export function keyMode(key: string): KeyMode | undefined {
   if (!KEY_PATTERN.test(key)) return undefined
   const split = key.length - CHECKSUM_LENGTH
   if (checksum(key.slice(0, split)) !== key.slice(split)) return undefined
+  return prefixMode(key)
+}
+
+/** The mode a key's prefix names, for a key whose form is known good (checked, or found among the keys issued). */
+export function prefixMode(key: string): KeyMode {
   return key.startsWith(KEY_PREFIXES.live) ? 'live' : 'test'
 }
 
