@@ -43,16 +43,17 @@ const propertyJsonSchema = forSerializer(z.toJSONSchema(propertySchema, { target
 /** The JSON of a Property, in wire order, by a function compiled once from its schema. */
 const compiledProperty = fastJson(propertyJsonSchema) as (property: Property) => string
 
-// Each property's JSON, remembered for as long as the object lives. Properties served from
-// the read cache are the same objects on every hit, so a cached property is serialised once,
-// not on every response (a list of 100 was 100 serialisations per request).
-const serialised = new WeakMap<Property, string>()
+// Each property's JSON as UTF-8 bytes, remembered for as long as the object lives. Properties
+// served from the read cache are the same objects on every hit, so a cached property is
+// serialised and encoded once, not on every response (a list of 100 was 100 serialisations per
+// request); an answer copies its bytes (envelope.ts).
+const serialised = new WeakMap<Property, Buffer>()
 
-export function propertyJson(property: Property): string {
-  let json = serialised.get(property)
-  if (json === undefined) {
-    json = compiledProperty(property)
-    serialised.set(property, json)
+export function propertyBytes(property: Property): Buffer {
+  let bytes = serialised.get(property)
+  if (bytes === undefined) {
+    bytes = Buffer.from(compiledProperty(property), 'utf8')
+    serialised.set(property, bytes)
   }
-  return json
+  return bytes
 }

@@ -46,6 +46,35 @@ afterAll(() => {
   }
 })
 
+describe('names outside ASCII', () => {
+  // A gateway of its own: these reads fill its cache, which other tests expect cold.
+  let t: TestGateway
+  let key: string
+  beforeAll(async () => {
+    t = await TestGateway.start({ sandbox: true })
+    key = await t.key()
+  })
+  afterAll(async () => t.close())
+
+  it('serves names outside ASCII byte for byte, alone and in a list, cached or not, with their length in bytes', async () => {
+    const ids = new Set(activeIds(t.pms, 'ACME'))
+    const hotels = t.pms.hotels.filter((h) => ids.has(String(h.hotel_uuid)) && /[東🌋é]/u.test(String(h.display_name)))
+    expect(hotels.length).toBeGreaterThan(1)
+    for (const hotel of hotels) {
+      // The first read fills the cache, the second is answered from it.
+      for (const read of [1, 2]) {
+        const answer = remember(await t.get(`/v1/properties/${String(hotel.hotel_uuid)}`, key))
+        expect(answer.headers['content-length'], `read ${read}`).toBe(String(Buffer.byteLength(answer.body)))
+        expect((expectEnvelope(answer) as { name: string }).name).toBe(hotel.display_name)
+      }
+    }
+    const page = remember(await t.get('/v1/properties?perPage=100', key))
+    expect(page.headers['content-length']).toBe(String(Buffer.byteLength(page.body)))
+    const names = new Map((expectEnvelope(page, { page: 1, perPage: 100, total: ids.size }) as { id: string; name: string }[]).map((p) => [p.id, p.name]))
+    for (const hotel of hotels) expect(names.get(String(hotel.hotel_uuid))).toBe(hotel.display_name)
+  })
+})
+
 describe('what a key may see (docs/architecture.md, "Properties")', () => {
   let t: TestGateway
   let allKey: string
