@@ -5,6 +5,7 @@ import { createLogger } from '../src/logger.js'
 import type { RequestLogRecord } from '../src/request-log/entry.js'
 import { RequestLogStore } from '../src/request-log/store.js'
 import { RequestLogWriter } from '../src/request-log/writer.js'
+import { redisCpuUs } from './webhook-attempts.js'
 
 // The request log's own figures (docs/performance.md, "The request log"): how many entries one
 // instance's writer puts into Redis per second, and the Redis memory each costs, on a Redis of
@@ -48,6 +49,8 @@ export interface RequestLogWriteCost {
   cpuUsPerEntry: number
   /** used_memory grown per entry kept, with its index line and its request id's index field. */
   bytesPerEntry: number
+  /** Redis's own CPU per entry written (its scripts parsing the batches, the log's sorted set and hash, the id index), µs. */
+  redisCpuUsPerEntry: number
 }
 
 /** One writer on a Redis of its own: `entries` entries of 100 credentials, added then flushed, `used_memory` before and after. */
@@ -64,17 +67,19 @@ export async function requestLogWriteCost(redisUrl: string, entries: number): Pr
     const used = async (): Promise<number> => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1])
     const before = await used()
     const made = Array.from({ length: entries }, (_, i) => benchEntry(`key_bench${i % credentials}`, now - entries + i, i))
+    const redisBefore = await redisCpuUs(redis)
     const cpu = process.cpuUsage()
     const started = performance.now()
     for (const entry of made) writer.add(entry)
     await writer.flush()
     const seconds = (performance.now() - started) / 1000
     const used_ = process.cpuUsage(cpu)
+    const redisUs = await redisCpuUs(redis) - redisBefore
     if (writer.written !== entries) throw new Error(`the writer wrote ${writer.written} of ${entries} entries`)
     const after = await used()
     return {
       entries, credentials, perSecond: Math.round(entries / seconds), cpuUsPerEntry: Math.round(((used_.user + used_.system) / entries) * 10) / 10,
-      bytesPerEntry: Math.round((after - before) / entries),
+      bytesPerEntry: Math.round((after - before) / entries), redisCpuUsPerEntry: Math.round((redisUs / entries) * 10) / 10,
     }
   } finally {
     redis.disconnect()
@@ -116,7 +121,7 @@ export function requestLogLines(rows: readonly RowFigures[], writes: RequestLogW
   if (page !== undefined) lines.push(`Request log, a page filtered by status over 50,000 entries: ${page.gateway.cpuUs.toFixed(0)} µs of the gateway's CPU, p99 ${(page.gateway.p99Us / 1000).toFixed(1)} ms, ${page.gateway.rps} pages/s.`)
   if (writes !== undefined) {
     lines.push(`Request log, one instance's writer (a Redis of its own, ${writes.entries} entries of ${writes.credentials} credentials, batches of 500): ${writes.perSecond} entries written per second, `
-      + `${writes.cpuUsPerEntry} µs of the instance's CPU per entry; Redis memory ${writes.bytesPerEntry} bytes per entry kept (its JSON, its index line, its request id's index field; \`used_memory\` before and after).`)
+      + `${writes.cpuUsPerEntry} µs of the instance's CPU per entry, ${writes.redisCpuUsPerEntry} µs of Redis's own (\`INFO cpu\` before and after); Redis memory ${writes.bytesPerEntry} bytes per entry kept (its JSON, its index line, its request id's index field; \`used_memory\` before and after).`)
   }
   return lines.length === 0 ? [] : [...lines, '']
 }
