@@ -1,5 +1,6 @@
 import type { RedisClient } from '../redis.js'
-import { redisScript } from '../redis-script.js'
+import { Cluster } from 'ioredis'
+import { redisScript, redisScriptOverKeys } from '../redis-script.js'
 import { storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
 import { filtersFields, type RequestLogFilters } from './filters.js'
 
@@ -25,53 +26,61 @@ const EXPORT_CHUNK = 500
 // log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
 // rest>`, entry.ts): the script takes each entry's score, index line and request id from its
 // line (a plain find, no pattern), so no field is sent twice, and makes one ZADD and one HSET
-// per 500 entries (Lua's unpack has a bound).
+// per 500 entries (Lua's unpack has a bound). One call writes every log of a batch (on a
+// Cluster, every log of one hash slot): a call per log cost the gateway and Redis more than
+// the entries themselves when a batch held a few entries of each of many credentials
+// (docs/performance.md, "2026-11-30: a batch's logs in one call").
 //
-// KEYS: the log's lines and entries; ARGV: cutoff (epoch ms: older goes), the most entries
-// kept, when both keys expire, the batch's text. Trimmed a thousand at a time.
+// KEYS: each log's lines and entries, in pairs; ARGV: cutoff (epoch ms: older goes), the most
+// entries a log keeps, when the keys expire, then each log's text, in the order of its keys.
+// Trimmed a thousand at a time. Returns the entries written.
 export const WRITE_SCRIPT = `
-local text = ARGV[4]
-local pos, size, n = 1, #text, 0
-local scores, fields = {}, {}
-local function flush()
-  if #scores == 0 then return end
-  redis.call('ZADD', KEYS[1], unpack(scores))
-  redis.call('HSET', KEYS[2], unpack(fields))
-  scores, fields = {}, {}
-end
-while pos <= size do
-  local space = string.find(text, ' ', pos, true)
-  local tab = string.find(text, '\\t', space, true)
-  local lineEnd = string.find(text, '\\n', tab, true)
-  local line = string.sub(text, space + 1, tab - 1)
-  scores[#scores + 1] = string.sub(text, pos, space - 1)
-  scores[#scores + 1] = line
-  fields[#fields + 1] = string.match(line, '^[^ ]*')
-  fields[#fields + 1] = string.sub(text, pos, lineEnd - 1)
-  n = n + 1
-  if #scores >= 1000 then flush() end
-  pos = lineEnd + 1
-end
-flush()
-local function drop(lines)
+local cutoff, most, expireAt = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local n = 0
+local function drop(linesKey, entriesKey, lines)
   for i = 1, #lines do
-    redis.call('HDEL', KEYS[2], string.match(lines[i], '^[^ ]+'))
-    redis.call('ZREM', KEYS[1], lines[i])
+    redis.call('HDEL', entriesKey, string.match(lines[i], '^[^ ]+'))
+    redis.call('ZREM', linesKey, lines[i])
   end
 end
-while true do
-  local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, 1000)
-  if #old == 0 then break end
-  drop(old)
+for log = 1, #KEYS / 2 do
+  local linesKey, entriesKey, text = KEYS[2 * log - 1], KEYS[2 * log], ARGV[3 + log]
+  local pos, size = 1, #text
+  local scores, fields = {}, {}
+  local function flush()
+    if #scores == 0 then return end
+    redis.call('ZADD', linesKey, unpack(scores))
+    redis.call('HSET', entriesKey, unpack(fields))
+    scores, fields = {}, {}
+  end
+  while pos <= size do
+    local space = string.find(text, ' ', pos, true)
+    local tab = string.find(text, '\\t', space, true)
+    local lineEnd = string.find(text, '\\n', tab, true)
+    local line = string.sub(text, space + 1, tab - 1)
+    scores[#scores + 1] = string.sub(text, pos, space - 1)
+    scores[#scores + 1] = line
+    fields[#fields + 1] = string.match(line, '^[^ ]*')
+    fields[#fields + 1] = string.sub(text, pos, lineEnd - 1)
+    n = n + 1
+    if #scores >= 1000 then flush() end
+    pos = lineEnd + 1
+  end
+  flush()
+  while true do
+    local old = redis.call('ZRANGEBYSCORE', linesKey, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
+    if #old == 0 then break end
+    drop(linesKey, entriesKey, old)
+  end
+  local over = redis.call('ZCARD', linesKey) - most
+  while over > 0 do
+    local take = math.min(over, 1000)
+    drop(linesKey, entriesKey, redis.call('ZRANGE', linesKey, 0, take - 1))
+    over = over - take
+  end
+  redis.call('PEXPIREAT', linesKey, expireAt)
+  redis.call('PEXPIREAT', entriesKey, expireAt)
 end
-local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
-while over > 0 do
-  local take = math.min(over, 1000)
-  drop(redis.call('ZRANGE', KEYS[1], 0, take - 1))
-  over = over - take
-end
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-redis.call('PEXPIREAT', KEYS[2], ARGV[3])
 return n
 `
 
@@ -178,7 +187,6 @@ end
 return page
 `
 
-type WriteCommand = (lines: string, entries: string, cutoff: number, max: number, expireAt: number, text: Buffer) => Promise<number>
 type IdsCommand = (key: string, expireAt: number, text: Buffer) => Promise<number>
 type PageCommand = (lines: string, entries: string, ...args: (string | number)[]) => Promise<[number, ...string[]]>
 
@@ -248,13 +256,13 @@ export class RequestLogStore {
   /** The buffer of the last write, for the next (undefined while a write holds it). */
   private spare: BatchBytes | undefined
   private readonly now: () => number
-  private readonly writeLog: WriteCommand
+  private readonly writeLogs: (keys: readonly string[], args: readonly (number | Buffer)[]) => Promise<number>
   private readonly writeIds: IdsCommand
   private readonly findPage: PageCommand
 
   constructor(private readonly redis: RedisClient, private readonly namespace: string, private readonly retention: RetentionSettings, now?: () => number) {
     this.now = now ?? Date.now
-    this.writeLog = redisScript<WriteCommand>(redis, 2, WRITE_SCRIPT)
+    this.writeLogs = redisScriptOverKeys<number>(redis, WRITE_SCRIPT)
     this.writeIds = redisScript<IdsCommand>(redis, 1, IDS_SCRIPT)
     this.findPage = redisScript<PageCommand>(redis, 2, PAGE_SCRIPT)
   }
@@ -269,7 +277,7 @@ export class RequestLogStore {
     return [`${base}:lines`, `${base}:entries`]
   }
 
-  /** Writes entries (any credentials') and trims each credential's log; one script per credential and mode, one per day of the id index. */
+  /** Writes entries (any credentials') and trims each credential's log: one script for every log (on a Cluster, one per log), one per day of the id index. */
   async write(records: readonly RequestLogRecord[]): Promise<void> {
     const byLog = new Map<string, RequestLogRecord[]>()
     for (const record of records) {
@@ -308,12 +316,14 @@ export class RequestLogStore {
     })
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
+    // On a Cluster each log's keys are in the slot of its credential; elsewhere one call takes them all.
+    const calls = this.redis instanceof Cluster ? logs.map((log) => [log]) : [logs]
     // The index's days live in other hash slots than the logs: written beside them, not in their script.
     const sent = await Promise.allSettled([
-      ...logs.map(async ({ record, start, end }) => {
-        const [lines, entries] = this.keys(record.credentialId, record.mode)
-        return this.writeLog(lines, entries, now - retentionMs, this.retention.maxPerCredential, now + retentionMs, bytes.slice(start, end))
-      }),
+      ...calls.map(async (call) => this.writeLogs(
+        call.flatMap(({ record }) => this.keys(record.credentialId, record.mode)),
+        [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, ...call.map(({ start, end }) => bytes.slice(start, end))],
+      )),
       ...days.map(async ({ day, start, end }) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, bytes.slice(start, end))),
     ])
     const failed = sent.find((result) => result.status === 'rejected')

@@ -101,6 +101,31 @@ describe('a batch written as one argument per log', () => {
   })
 })
 
+describe('the logs of a batch, written by one call', () => {
+  it('trims each log to its own bounds, by age and by count, and sets each one\'s expiry', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 1, maxPerCredential: 3 }, () => NOW)
+    const at = (i: number): number => NOW - 10 + i
+    const a = Array.from({ length: 5 }, (_, i) => record(`req_trim_a_${i}`, { credentialId: 'key_trim_a', atMs: at(i) }))
+    const aTest = Array.from({ length: 2 }, (_, i) => record(`req_trim_at_${i}`, { credentialId: 'key_trim_a', mode: 'test', atMs: at(i) }))
+    // One past the retention (a day): it goes, the three after it stay.
+    const b = [record('req_trim_b_old', { credentialId: 'key_trim_b', atMs: NOW - 86_400_000 - 1 }),
+      ...Array.from({ length: 3 }, (_, i) => record(`req_trim_b_${i}`, { credentialId: 'key_trim_b', atMs: at(i) }))]
+    // Interleaved, as a batch of several credentials' answers arrives.
+    await store.write([a[0], b[0], aTest[0], a[1], b[1], a[2], aTest[1], b[2], a[3], b[3], a[4]] as RequestLogRecord[])
+    const ids = async (credentialId: string, mode: string): Promise<string[]> => {
+      const page = await store.list(credentialId, mode, {}, 1, 10)
+      return (JSON.parse(page.json) as { id: string }[]).map((e) => e.id)
+    }
+    expect(await ids('key_trim_a', 'live')).toEqual(['req_trim_a_4', 'req_trim_a_3', 'req_trim_a_2'])
+    expect(await ids('key_trim_a', 'test')).toEqual(['req_trim_at_1', 'req_trim_at_0'])
+    expect(await ids('key_trim_b', 'live')).toEqual(['req_trim_b_2', 'req_trim_b_1', 'req_trim_b_0'])
+    for (const key of ['{key_trim_a}:live', '{key_trim_a}:test', '{key_trim_b}:live']) {
+      expect(await redis.hlen(`${prefix}reqlog:${key}:entries`), key).toBe(key.endsWith(':test') ? 2 : 3)
+      for (const part of ['lines', 'entries']) expect(await redis.pexpiretime(`${prefix}reqlog:${key}:${part}`), `${key}:${part}`).toBe(NOW + 86_400_000)
+    }
+  })
+})
+
 describe('the reads of a log', () => {
   const DAY = 86_400_000
   const log = Array.from({ length: 620 }, (_, i) => record(`req_read_${i}`, { credentialId: 'key_read', atMs: NOW - 620 + i }))
