@@ -36,8 +36,8 @@ export class Metrics {
   /** By route, method, status, then code (`requestRecords`). */
   private readonly requestRecordsByRoute = new Map<string, Map<string, Map<number, Map<string, RequestRecords>>>>()
   private readonly cacheRequests: CounterSeries
-  private readonly upstreamRequests: Counter<'upstream' | 'outcome'>
-  private readonly upstreamDuration: Histogram<'upstream'>
+  private readonly upstreamRequests: CounterSeries
+  private readonly upstreamDuration: HistogramSeries
   private readonly upstreamCuts: Counter<'upstream' | 'reason'>
   // On every refused request too (rejections must be cheap): the lean series as well.
   private readonly authFailures: CounterSeries
@@ -45,7 +45,7 @@ export class Metrics {
   readonly rateLimiterFailOpen: Counter
   readonly rateLimitLeased: Counter
   private readonly jwksRefreshes: Counter<'issuer' | 'result'>
-  private readonly idempotencyOutcomes: Counter<'route' | 'outcome'>
+  private readonly idempotencyOutcomes: CounterSeries
   readonly shedRequests: Counter
   private readonly deprecatedRequests: Counter<'route'>
   private readonly configInfo: Gauge<'hash'>
@@ -53,7 +53,7 @@ export class Metrics {
   readonly traceSpansExported: Counter
   readonly traceSpansDropped: Counter<'reason'>
   private readonly eventsIngested: Counter<'publisher' | 'type' | 'outcome'>
-  private readonly webhookAttempts: Counter<'outcome'>
+  private readonly webhookAttempts: CounterSeries
   private readonly webhookAttemptSeconds: Histogram
   readonly webhookSecretUnreadable: Counter
   readonly requestLogEntries: Counter
@@ -69,14 +69,9 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry })
     this.requests = new CounterSeries('gateway_http_requests_total', 'Requests answered, by route, method, status and error code', this.registry)
     this.requestDuration = new HistogramSeries('gateway_http_request_duration_seconds', 'Time to answer a request', DURATION_BUCKETS, this.registry)
-    this.upstreamRequests = new Counter({
-      name: 'gateway_upstream_requests_total', help: 'Calls to an upstream, by outcome',
-      labelNames: ['upstream', 'outcome'], registers: [this.registry],
-    })
-    this.upstreamDuration = new Histogram({
-      name: 'gateway_upstream_request_duration_seconds', help: 'Time of a call to an upstream',
-      labelNames: ['upstream'], buckets: DURATION_BUCKETS, registers: [this.registry],
-    })
+    // Counted on every call to an upstream and every attempt: series of our own, as the requests' (series.ts).
+    this.upstreamRequests = new CounterSeries('gateway_upstream_requests_total', 'Calls to an upstream, by outcome', this.registry)
+    this.upstreamDuration = new HistogramSeries('gateway_upstream_request_duration_seconds', 'Time of a call to an upstream', DURATION_BUCKETS, this.registry)
     this.upstreamCuts = new Counter({
       name: 'gateway_upstream_calls_cut_total', help: 'Streamed answers of a declared service that ended before their end, by why',
       labelNames: ['upstream', 'reason'], registers: [this.registry],
@@ -108,11 +103,9 @@ export class Metrics {
       name: 'gateway_jwks_refresh_total', help: 'Fetches of a token issuer\'s signing keys (JWKS), by result (ok, error)',
       labelNames: ['issuer', 'result'], registers: [this.registry],
     })
-    this.idempotencyOutcomes = new Counter({
-      name: 'gateway_idempotency_total',
-      help: 'POST and PATCH requests with an Idempotency-Key, by what their record did: stored (the answer kept), replayed, in_use (409), reused (422), released (not kept; a retry is forwarded again)',
-      labelNames: ['route', 'outcome'], registers: [this.registry],
-    })
+    this.idempotencyOutcomes = new CounterSeries('gateway_idempotency_total',
+      'POST and PATCH requests with an Idempotency-Key, by what their record did: stored (the answer kept), replayed, in_use (409), reused (422), released (not kept; a retry is forwarded again)',
+      this.registry)
     this.eventsIngested = new Counter({
       name: 'gateway_events_ingested_total',
       help: 'Events publishers sent to POST /events, by publisher, internal type (`other` for one the config does not name) and outcome: accepted, duplicate (a copy, nothing stored), dropped (no public type maps it), refused (its request was refused)',
@@ -131,11 +124,9 @@ export class Metrics {
     gauge('gateway_redis_up', 'Whether this instance reaches Redis: 1 up, 0 down', () => this.redisUp)
     gauge('gateway_healthy', 'Whether /v1/health answers healthy on this instance: 1 healthy, 0 unhealthy (Redis, event loop, draining)', () => this.healthy)
     gauge('gateway_load_shedding', 'Whether this instance sheds load now (503 to every API request): 1 shedding, 0 not', () => this.shedding)
-    this.webhookAttempts = new Counter({
-      name: 'gateway_webhook_attempts_total',
-      help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (another status, a redirect, a refused connection), blocked (an internal address), gone (410), timeout',
-      labelNames: ['outcome'], registers: [this.registry],
-    })
+    this.webhookAttempts = new CounterSeries('gateway_webhook_attempts_total',
+      'Webhook delivery attempts by outcome: delivered (2xx), failed (another status, a redirect, a refused connection), blocked (an internal address), gone (410), timeout',
+      this.registry)
     this.webhookSecretUnreadable = new Counter({
       name: 'gateway_webhook_secret_unreadable_total',
       help: 'Webhook signing secrets (and kept answers that show one) that no configured key (WEBHOOKS_SECRET_KEY, WEBHOOKS_SECRET_KEY_PREVIOUS) opens, each time one is needed: the attempt fails, the replay is 503',
@@ -200,7 +191,7 @@ export class Metrics {
   }
 
   idempotency(route: string, outcome: IdempotencyOutcome): void {
-    this.idempotencyOutcomes.inc({ route, outcome })
+    this.idempotencyOutcomes.inc(`${route} ${outcome}`, () => ({ route, outcome }))
   }
 
   /** A request to a deprecated route (docs/operations.md, "Deprecating, retiring and moving a route"). */
@@ -252,9 +243,9 @@ export class Metrics {
   }
 
   upstreamCall(upstream: string, outcome: UpstreamOutcome, seconds: number): void {
-    this.upstreamRequests.inc({ upstream, outcome })
+    this.upstreamRequests.inc(`${upstream} ${outcome}`, () => ({ upstream, outcome }))
     // A refusal by the breaker or the in-flight bounds, or by undici, never reached the upstream.
-    if (!NOT_CALLED.has(outcome)) this.upstreamDuration.observe({ upstream }, seconds)
+    if (!NOT_CALLED.has(outcome)) this.upstreamDuration.observeIn(this.upstreamDuration.record(upstream, () => ({ upstream })), seconds)
   }
 
   upstreamCut(upstream: string, reason: string): void {
@@ -280,7 +271,7 @@ export class Metrics {
 
   /** One webhook delivery attempt (docs/operations.md, "Webhooks"). */
   webhookAttempt(outcome: AttemptOutcome, seconds: number): void {
-    this.webhookAttempts.inc({ outcome })
+    this.webhookAttempts.inc(outcome, () => ({ outcome }))
     this.webhookAttemptSeconds.observe(seconds)
   }
 
