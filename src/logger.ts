@@ -23,9 +23,9 @@ export interface LoggerOptions {
   destination?: DestinationStream
 }
 
-/** The stream a batch of lines is handed to (SonicBoom in the process). */
+/** The stream a batch of lines is handed to, as UTF-8 bytes (SonicBoom in the process, in its `buffer` mode). */
 export interface LineStream {
-  write(text: string): boolean
+  write(bytes: Buffer): boolean
   flush(callback?: (error?: Error) => void): void
 }
 
@@ -34,7 +34,9 @@ export interface LineStream {
  * and at the process's exit. SonicBoom can gather them itself (its `minLength`), but then it
  * measures in bytes, on every line, all that it holds: a string grown line by line is copied
  * whole at each measure, about 8 KiB copied and counted per line at 16 KiB (docs/performance.md,
- * "The log's writes"). Here a line costs an append; the batch is measured once, when handed on.
+ * "The log's writes"). Here a line costs an append; the batch is encoded once, when handed on,
+ * as bytes: given a string, SonicBoom measures it, has it encoded for the write, and encodes it
+ * again once written (to find what is left of a partial write).
  */
 export class LineBatch implements DestinationStream {
   private pending = ''
@@ -50,7 +52,7 @@ export class LineBatch implements DestinationStream {
   private release(): boolean {
     const text = this.pending
     this.pending = ''
-    return text === '' ? true : this.stream.write(text)
+    return text === '' ? true : this.stream.write(Buffer.from(text, 'utf8'))
   }
 
   flush(callback?: (error?: Error) => void): void {
@@ -86,8 +88,9 @@ export function createLogger(options: LoggerOptions): Logger {
     // a wake-up of the reader, a few % of a cached answer's CPU at 4 KiB (docs/performance.md).
     // A quiet instance must not sit on its lines: at least every second. A crash loses what
     // the batch holds (docs/operations.md, "Logs").
-    const stdout = pino.destination({ dest: 1, sync: false, minLength: 0, maxWrite: 65536 })
-    const lines = new LineBatch(stdout, WRITE_SIZE)
+    const stdout = pino.destination({ dest: 1, sync: false, minLength: 0, maxWrite: 65536, contentMode: 'buffer' })
+    // In its `buffer` mode SonicBoom takes Buffers, which its types do not say.
+    const lines = new LineBatch(stdout as unknown as LineStream, WRITE_SIZE)
     process.on('exit', () => lines.writeHeldSync(1))
     setInterval(() => lines.flush(), 1000).unref()
     destination = lines

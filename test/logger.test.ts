@@ -8,8 +8,8 @@ class RecordingStream implements LineStream {
   readonly writes: string[] = []
   flushes = 0
 
-  write(text: string): boolean {
-    this.writes.push(text)
+  write(bytes: Buffer): boolean {
+    this.writes.push(bytes.toString('utf8'))
     return true
   }
 
@@ -32,6 +32,15 @@ describe('LineBatch', () => {
     expect(stream.writes).toEqual(['{"a":1}\n{"b":2}\n{"c":3}\n{"d":4}\n'])
     batch.write('{"e":5}\n')
     expect(stream.writes).toEqual(['{"a":1}\n{"b":2}\n{"c":3}\n{"d":4}\n'])
+  })
+
+  it('hands its lines on as their UTF-8 bytes, whatever they hold', () => {
+    const stream = new RecordingStream()
+    const bytes: Buffer[] = []
+    const batch = new LineBatch({ write: (b: Buffer) => { bytes.push(b); return stream.write(b) }, flush: (callback) => stream.flush(callback) }, 8)
+    batch.write('{"name":"Opéra 東京 🌋"}\n')
+    expect(stream.writes).toEqual(['{"name":"Opéra 東京 🌋"}\n'])
+    expect(bytes[0]?.length).toBe(Buffer.byteLength('{"name":"Opéra 東京 🌋"}\n'))
   })
 
   it('hands on what it holds when flushed, then flushes the stream, once each', () => {
