@@ -222,7 +222,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     deliveries = new Deliveries({
       settings: config.events, store: endpointStore, log: events, keys: keyStore, box, logger,
       credentialCache: { ttlMs: config.keyCache.ttlMs, maxEntries: config.keyCache.maxEntries },
-      connection: () => createRedis({ ...target, name: 'gateway-webhooks', logger, role: 'subscriber', autoPipelining: false }),
+      connection: () => createRedis({ ...target, name: 'gateway-webhooks', logger, role: 'subscriber' }),
       work: config.eventsWorker !== 'off',
       userAgent: `partner-gateway/${VERSION} webhooks`,
       onAttempt: (outcome, seconds) => metrics.webhookAttempt(outcome, seconds),

@@ -66,7 +66,7 @@ describe('a script as a command', () => {
     const count = redisScript<(key: string, label: string) => Promise<[number, string]>>(redis, 1, COUNT_SCRIPT)
     expect(await count('second', 'a')).toEqual([1, 'a'])
     await admin.script('FLUSH')
-    // Several at once, as auto-pipelining sends them in one write: each finds it missing and loads it.
+    // Several at once, as one turn's commands leave in one write: each finds it missing and loads it.
     expect(await Promise.all([count('second', 'b'), count('second', 'c'), count('second', 'd')])).toEqual([[2, 'b'], [3, 'c'], [4, 'd']])
     expect(await admin.get('second')).toBe('4')
   })

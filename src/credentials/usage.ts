@@ -97,8 +97,7 @@ export class RedisUsageStore implements UsageStore {
   }
 
   async write(batch: UsageBatch, retentionMs: number): Promise<void> {
-    // One pipeline per credential: its keys share a slot, so this holds on a Cluster too,
-    // where the auto-pipelining of the client sends those of one node together.
+    // One pipeline per credential: its keys share a slot, so this holds on a Cluster too.
     const byCredential = new Map<string, ReturnType<RedisClient['pipeline']>>()
     const pipelineOf = (id: string) => {
       let pipeline = byCredential.get(id)
