@@ -52,7 +52,11 @@ const serialised = new WeakMap<Property, Buffer>()
 export function propertyBytes(property: Property): Buffer {
   let bytes = serialised.get(property)
   if (bytes === undefined) {
-    bytes = Buffer.from(compiledProperty(property), 'utf8')
+    const json = compiledProperty(property)
+    // A Buffer of its own: one from Node's shared pool would keep the pool's whole 8 KiB slab
+    // alive for as long as the property stays in the read cache.
+    bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(json))
+    bytes.write(json)
     serialised.set(property, bytes)
   }
   return bytes
