@@ -18,6 +18,8 @@ import { filtersFields, type RequestLogFilters } from './filters.js'
 const DAY_MS = 86_400_000
 /** Index lines a page's script reads per call while it walks a log for the filters. */
 const SCAN_CHUNK = 1000
+/** Logs one call of the write script takes at most (on one server or through Sentinel). */
+export const LOGS_PER_CALL = 32
 /** Entries read per call while an export is streamed: its memory is this many entries, whatever the window. */
 const EXPORT_CHUNK = 500
 
@@ -26,10 +28,11 @@ const EXPORT_CHUNK = 500
 // log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
 // rest>`, entry.ts): the script takes each entry's score, index line and request id from its
 // line (a plain find, no pattern), so no field is sent twice, and makes one ZADD and one HSET
-// per 500 entries (Lua's unpack has a bound). One call writes every log of a batch (on a
-// Cluster, every log of one hash slot): a call per log cost the gateway and Redis more than
-// the entries themselves when a batch held a few entries of each of many credentials
-// (docs/performance.md, "2026-11-30: a batch's logs in one call").
+// per 500 entries (Lua's unpack has a bound). One call writes up to LOGS_PER_CALL logs of a
+// batch (on a Cluster, where each log's keys are in its credential's slot, one log): a call
+// per log cost the gateway more than the entries themselves when a batch held a few entries
+// of each of many credentials, and a bound keeps each script short, since Redis serves no
+// one else while it runs (docs/performance.md, "2026-11-30: a batch's logs in one call").
 //
 // KEYS: each log's lines and entries, in pairs; ARGV: cutoff (epoch ms: older goes), the most
 // entries a log keeps, when the keys expire, then each log's text, in the order of its keys.
@@ -316,8 +319,9 @@ export class RequestLogStore {
     })
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    // On a Cluster each log's keys are in the slot of its credential; elsewhere one call takes them all.
-    const calls = this.redis instanceof Cluster ? logs.map((log) => [log]) : [logs]
+    // On a Cluster each log's keys are in the slot of its credential; elsewhere a call takes up to LOGS_PER_CALL.
+    const perCall = this.redis instanceof Cluster ? 1 : LOGS_PER_CALL
+    const calls = Array.from({ length: Math.ceil(logs.length / perCall) }, (_, i) => logs.slice(i * perCall, (i + 1) * perCall))
     // The index's days live in other hash slots than the logs: written beside them, not in their script.
     const sent = await Promise.allSettled([
       ...calls.map(async (call) => this.writeLogs(

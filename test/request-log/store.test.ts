@@ -3,8 +3,8 @@ import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
-import { RequestLogStore } from '../../src/request-log/store.js'
-import { REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
+import { LOGS_PER_CALL, RequestLogStore } from '../../src/request-log/store.js'
+import { commandCalls, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
 // The request log's store over real Redis, without a gateway: a batch goes as one argument
 // per log that a script splits, so each entry must come back as it went, whatever its fields
@@ -122,6 +122,27 @@ describe('the logs of a batch, written by one call', () => {
     for (const key of ['{key_trim_a}:live', '{key_trim_a}:test', '{key_trim_b}:live']) {
       expect(await redis.hlen(`${prefix}reqlog:${key}:entries`), key).toBe(key.endsWith(':test') ? 2 : 3)
       for (const part of ['lines', 'entries']) expect(await redis.pexpiretime(`${prefix}reqlog:${key}:${part}`), `${key}:${part}`).toBe(NOW + 86_400_000)
+    }
+  })
+})
+
+describe('the calls of a write', () => {
+  it(`writes up to ${LOGS_PER_CALL} logs a call, and the day's request ids in one more`, async () => {
+    // A server of the test's own: its command statistics count this test's calls alone.
+    const server = await PrivateRedis.start()
+    const own = new Redis(server.url)
+    try {
+      const store = new RequestLogStore(own, 'calls:', { retentionDays: 1, maxPerCredential: 10 }, () => NOW)
+      // Loaded once, so that every call below is an EVALSHA.
+      await store.write([record('req_warm', { credentialId: 'key_warm' })])
+      await own.config('RESETSTAT')
+      const credentials = LOGS_PER_CALL + 8
+      await store.write(Array.from({ length: credentials * 2 }, (_, i) => record(`req_calls_${i}`, { credentialId: `key_calls${i % credentials}` })))
+      expect((await commandCalls(own)).evalsha).toBe(2 + 1)
+      for (let i = 0; i < credentials; i += 13) expect((await store.list(`key_calls${i}`, 'live', {}, 1, 10)).total).toBe(2)
+    } finally {
+      own.disconnect()
+      await server.stop()
     }
   })
 })
