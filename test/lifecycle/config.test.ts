@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { ConfigError, type FileConfigInput } from '../../src/config.js'
+import { deprecationOf, withDeprecation } from '../../src/lifecycle/config.js'
+import { builtInRoutes, type RoutePolicy } from '../../src/routes/policy.js'
 import { testConfig } from '../helpers/config.js'
 
 // The lifecycle section's rules, checked at start: each bad field named, every one at once.
@@ -113,5 +115,34 @@ describe('moved', () => {
       `${FILE} moved[4].to: must start with /v1/`,
       `${FILE} moved[5].from: has an empty segment`,
     ])
+  })
+})
+
+describe('a built-in route\'s policy', () => {
+  const builtinRoutes = {
+    '/v1/properties/{propertyId}': { deprecated: { since: '2026-01-01T00:00:00Z', sunset: '2026-07-01T00:00:00Z', link: 'https://docs.example.com/m' }, replacement: '/v1/properties' },
+    '/v1/properties': { deprecated: { since: '2026-01-01T00:00:00Z' } },
+  }
+
+  it('takes the deprecation the file gives its path, every field it sets and no other', () => {
+    expect(withDeprecation(builtInRoutes.getProperty, builtinRoutes)).toStrictEqual({
+      ...builtInRoutes.getProperty,
+      deprecation: { since: '2026-01-01T00:00:00Z', sunset: '2026-07-01T00:00:00Z', link: 'https://docs.example.com/m', replacement: '/v1/properties' },
+    })
+    expect(withDeprecation(builtInRoutes.listProperties, builtinRoutes)).toStrictEqual({ ...builtInRoutes.listProperties, deprecation: { since: '2026-01-01T00:00:00Z' } })
+  })
+
+  it('is left as it is when the file deprecates none of it, or when it is no built-in route', () => {
+    expect(withDeprecation(builtInRoutes.getCredential, builtinRoutes)).toBe(builtInRoutes.getCredential)
+    const proxied = { ...builtInRoutes.listProperties, kind: 'proxy' } as unknown as RoutePolicy
+    expect(withDeprecation(proxied, builtinRoutes)).toBe(proxied)
+    expect(withDeprecation(builtInRoutes.getProperty, {})).toBe(builtInRoutes.getProperty)
+  })
+
+  it('names in a declared route\'s deprecation only the fields set', () => {
+    expect(deprecationOf({ since: '2026-01-01T00:00:00Z' }, undefined)).toStrictEqual({ since: '2026-01-01T00:00:00Z' })
+    expect(deprecationOf({ since: '2026-01-01T00:00:00Z', link: 'https://docs.example.com/m' }, '/v1/new'))
+      .toStrictEqual({ since: '2026-01-01T00:00:00Z', link: 'https://docs.example.com/m', replacement: '/v1/new' })
+    expect(deprecationOf({ since: '2026-01-01T00:00:00Z', sunset: '2026-07-01T00:00:00Z' }, undefined)).toStrictEqual({ since: '2026-01-01T00:00:00Z', sunset: '2026-07-01T00:00:00Z' })
   })
 })
