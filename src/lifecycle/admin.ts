@@ -11,9 +11,13 @@ import type { ReloadResult } from './reload.js'
 
 export const RELOAD_PATH = '/admin/v1/config/reload'
 
-/** `<file> <path>: <message>` as a field error: the setting as the field, the rest as its detail. */
+/**
+ * `<file> <path>: <message>` as a field error: the setting as the field, the rest as its detail.
+ * A path holds no space, so a problem of no setting (`the new configuration could not be put in
+ * force: …`) is the file's, not a field named by its first words.
+ */
 export function reasonOf(problem: string): FieldError {
-  const match = /^(\S+) ([^:]+): (.+)$/.exec(problem)
+  const match = /^(\S+) ([^:\s]+): (.+)$/.exec(problem)
   const restart = problem.includes(': needs a restart')
   if (match === null) return { field: 'CONFIG_FILE', code: 'INVALID_FORMAT', detail: problem }
   return { field: match[2] as string, code: restart ? 'NOT_ALLOWED' : 'INVALID_FORMAT', detail: match[3] as string }

@@ -90,7 +90,10 @@ describe('a reload refused, as field errors', () => {
 
   it('names the file as the field of a problem of no setting', () => {
     // Whole lines only: a problem that does not start with the file, or runs on past a line's end, is the file's.
-    for (const problem of ['config/default.json: cannot be read', ' x: y', 'a b:c', 'a b: ', ' config/default.json a: b', 'config/default.json a: b\nc']) {
+    for (const problem of [
+      'config/default.json: cannot be read', 'the new configuration could not be put in force: no socket: listen EADDRINUSE',
+      ' x: y', 'a b:c', 'a b: ', ' config/default.json a: b', 'config/default.json a: b\nc',
+    ]) {
       expect(reasonOf(problem), problem).toEqual({ field: 'CONFIG_FILE', code: 'INVALID_FORMAT', detail: problem })
     }
   })
