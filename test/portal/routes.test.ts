@@ -85,6 +85,11 @@ async function portalApp(options: Options = {}) {
 
   const app = Fastify({ trustProxy: true })
   apps.push(app)
+  // What app.ts composes each route's pipeline from: its policy and what the portal makes of it.
+  const registered: { method: unknown; url: string; config: unknown }[] = []
+  app.addHook('onRoute', (route) => {
+    if (route.method !== 'HEAD') registered.push({ method: route.method, url: route.url, config: route.config })
+  })
   for (const field of ['brand', 'principal', 'portalSession', 'correlationId'] as const) app.decorateRequest(field, null)
   app.setErrorHandler((error: ApiError | FastifyError, _request, reply) => error instanceof ApiError
     ? reply.code(error.status).send({ code: error.code, detail: error.detail, errors: error.errors, retryAfter: error.retryAfter })
@@ -112,7 +117,7 @@ async function portalApp(options: Options = {}) {
     const cookie = /^portal_session=([^;]+);/.exec(String(res.headers['set-cookie']))?.[1] as string
     return { record, sessionId: made.sessionId, cookie, csrf: csrfTokenOf(cookie), res }
   }
-  return { app, keys, sessions, usage, credentials, key, enter }
+  return { app, keys, sessions, usage, credentials, key, enter, registered }
 }
 
 const body = (res: { body: string }): unknown => JSON.parse(res.body)
@@ -270,6 +275,18 @@ describe('a session\'s routes', () => {
     expect((await p.app.inject({ method: 'POST', url: '/portal/api/roll', headers: { host: HOST, cookie: `portal_session=${cookie}` } })).statusCode).toBe(404)
   })
 
+  it('are each served with the pipeline its policy and its portal kind name', async () => {
+    const p = await portalApp({ credentials: true })
+    const session = (policy: (typeof portalPolicies)[keyof typeof portalPolicies], capability = 'view') => ({ policy, portal: { kind: 'session', capability, path: policy.path } })
+    expect(p.registered.filter((route) => route.url.startsWith('/portal/') && route.url !== '/portal/plain')).toEqual([
+      { method: 'POST', url: '/portal/session', config: { policy: portalPolicies.enter, portal: { kind: 'enter' } } },
+      { method: 'POST', url: '/portal/logout', config: session(portalPolicies.logout) },
+      { method: 'GET', url: '/portal/api/session', config: session(portalPolicies.session) },
+      { method: 'GET', url: '/portal/api/usage', config: session(portalPolicies.usage) },
+      { method: 'POST', url: '/portal/api/roll', config: session(portalPolicies.roll, 'roll_credential') },
+    ])
+  })
+
   it('are each a policy of a session under /portal, a body only for a change', () => {
     const policy = (path: string, methods: string[], body: unknown) => ({
       kind: 'facade', path, methods, scope: 'brand', auth: true, query: {}, pathParams: {}, body, upstreams: [], scopes: {}, noScope: true,
@@ -372,6 +389,7 @@ describe('a partner route served again under /portal/api', () => {
   it('is none for HEAD (it comes with GET), several methods at once, no policy or a route the portal does not serve', () => {
     expect(portalTwin(route('HEAD'), own)).toBeUndefined()
     expect(portalTwin(route(['GET', 'POST']), own)).toBeUndefined()
+    expect(portalTwin(route(['GET']), own)).toBeUndefined()
     expect(portalTwin({ method: 'GET', url: '/x', handler } as RouteOptions, own)).toBeUndefined()
     expect(portalTwin(route('PUT'), own)).toBeUndefined()
     expect(portalTwin(route('GET', builtInRoutes.listProperties), own)).toBeUndefined()

@@ -36,7 +36,8 @@ describe('a link\'s input', () => {
     for (const text of ['59m', '3599s', '169h', '8d', '10081m']) {
       expect(fieldErrors({ expiresIn: text }), text).toEqual([{ field: 'expiresIn', code: 'OUT_OF_RANGE', detail: `<expiresIn> ${rule}` }])
     }
-    for (const value of ['', '0', '1', 'h', '01h', '1.5h', '1 h', '1H', '1w', 24, null, '99999999d']) {
+    // Whole text only, and a string: an array whose text would read as a duration is none.
+    for (const value of ['', '0', '1', 'h', '01h', '1.5h', '1 h', '1H', '1w', '1hx', '2h ', 24, null, ['2h'], '99999999d']) {
       expect(fieldErrors({ expiresIn: value }), String(value)).toEqual([{ field: 'expiresIn', code: 'INVALID_FORMAT', detail: `<expiresIn> ${rule}` }])
     }
   })
@@ -79,6 +80,8 @@ describe('secrets', () => {
     const token = csrfTokenOf(cookie)
     expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(csrfTokenOf(cookie)).toBe(token)
+    // HMAC-SHA256 of 'portal csrf token' keyed by the cookie: a page's token outlives a deploy.
+    expect(csrfTokenOf('x'.repeat(43))).toBe('dfXfhwpZQ8pdtNp3z38bJPsrsKk9z2xp_koH6h9dff4')
     expect(csrfTokenOf(newSecret())).not.toBe(token)
     expect(csrfMatches(cookie, token)).toBe(true)
     expect(csrfMatches(cookie, undefined)).toBe(false)
@@ -98,6 +101,7 @@ describe('the cookie', () => {
     expect(cookieValue('xportal_session=abc; portal_sessionx=def', 'portal_session')).toBeUndefined()
     expect(cookieValue('portal_session=abc; portal_session=def', 'portal_session')).toBeUndefined()
     expect(cookieValue('portal_session', 'portal_session')).toBeUndefined()
+    expect(cookieValue('portal_sessionx', 'portal_session')).toBeUndefined()
     expect(cookieValue('portal_session=', 'portal_session')).toBe('')
   })
 
@@ -107,7 +111,8 @@ describe('the cookie', () => {
     const secure = (protocol: string, address: string): boolean => sessionCookie(request(protocol, address), 'v', session, 10_000_000).includes('Secure')
     expect(sessionCookie(request('http', '127.0.0.1'), 'v', session, 10_000_000)).toBe('portal_session=v; Path=/portal; Max-Age=0; HttpOnly; SameSite=Strict')
     for (const address of ['127.0.0.1', '127.8.9.10', '::1', '::ffff:127.0.0.1']) expect(secure('http', address), address).toBe(false)
-    for (const address of ['10.0.0.1', '192.0.2.1', '::ffff:10.0.0.1', '2001:db8::1', '128.0.0.1']) expect(secure('http', address), address).toBe(true)
+    // An IPv6 address that embeds 127.0.0.1 elsewhere than after ::ffff: is not loopback.
+    for (const address of ['10.0.0.1', '192.0.2.1', '::ffff:10.0.0.1', '2001:db8::1', '128.0.0.1', '::abcd:127.0.0.1']) expect(secure('http', address), address).toBe(true)
     expect(secure('https', '127.0.0.1')).toBe(true)
     expect(sessionCookie(request('https', '10.0.0.1'), 'v', { expiresAtMs: 10_000_000 + 3_600_999 }, 10_000_000)).toBe('portal_session=v; Path=/portal; Max-Age=3600; HttpOnly; SameSite=Strict; Secure')
     expect(sessionCookie(request('https', '10.0.0.1'), '', null)).toBe('portal_session=; Path=/portal; Max-Age=0; HttpOnly; SameSite=Strict; Secure')

@@ -115,6 +115,9 @@ describe('a link', () => {
     const active = await w.key({ expiresAt: iso(NOW + 1) })
     const bad = await rejection(() => w.sessions.createLink(active.id, { expiresIn: '8d' }, 'operator', (field) => `--${field}`))
     expect((bad as CredentialInputError).errors).toEqual([{ field: 'expiresIn', code: 'OUT_OF_RANGE', detail: expect.stringMatching(/^--expiresIn is a duration/) }])
+    // The credentials API names a field as its body does.
+    const named = await rejection(() => w.sessions.createLink(active.id, { label: 7 }, 'operator'))
+    expect((named as CredentialInputError).errors).toEqual([{ field: 'label', code: 'INVALID_FORMAT', detail: 'label is a text of at most 200 characters, or null for none' }])
     expect(await keysUnder(redis, w.ns)).toEqual([])
     expect(await w.trail()).toEqual([])
   })
@@ -126,7 +129,8 @@ describe('a link', () => {
     for (let i = 1; i < MAX_LIVE_SESSIONS; i += 1) await link(w, record.id)
     const error = await rejection(() => w.sessions.createLink(record.id, {}, 'operator'))
     expect(error).toBeInstanceOf(PortalSessionLimitReached)
-    expect((error as Error).message).toBe(`${record.id} has 10 live portal sessions, as many as it may; end them, or wait until one expires`)
+    expect({ name: (error as Error).name, message: (error as Error).message })
+      .toEqual({ name: 'PortalSessionLimitReached', message: `${record.id} has 10 live portal sessions, as many as it may; end them, or wait until one expires` })
     expect(MAX_LIVE_SESSIONS).toBe(10)
     expect(await w.store.live(record.id, NOW)).toHaveLength(10)
     // The first one's hour is over: it no longer counts.
@@ -162,18 +166,21 @@ describe('entering a link', () => {
     })
     const again = await rejection(() => w.sessions.enter(token))
     expect(again).toBeInstanceOf(PortalSessionInvalid)
-    expect((again as PortalSessionInvalid).detail).toBe(SPENT)
+    expect({ name: (again as Error).name, detail: (again as PortalSessionInvalid).detail }).toEqual({ name: 'PortalSessionInvalid', detail: SPENT })
   })
 
   it('refuses what is no token, a token never made, and the link of a session already ended', async () => {
     const w = world()
     const record = await w.key()
-    for (const token of [undefined, 42, '', 'x'.repeat(42), `${'x'.repeat(43)}=`, 'x'.repeat(44), 'x'.repeat(43)]) {
+    // A JSON body may hold anything: an array whose text has a token's form is no token either.
+    for (const token of [undefined, 42, '', 'x'.repeat(42), `${'x'.repeat(43)}=`, 'x'.repeat(44), 'x'.repeat(43), ['x'.repeat(43)]]) {
       const error = await rejection(() => w.sessions.enter(token))
       expect({ token, error: error instanceof PortalSessionInvalid ? error.detail : error }).toEqual({ token, error: SPENT })
     }
     const { token } = await link(w, record.id)
     expect(await w.sessions.endAll(record.id, 'operator', 'ended by an operator')).toBe(1)
+    // The session and its link's index are gone.
+    expect(await keysUnder(redis, w.ns)).toEqual([])
     expect(((await rejection(() => w.sessions.enter(token))) as PortalSessionInvalid).detail).toBe(SPENT)
   })
 
@@ -297,6 +304,71 @@ describe('a session', () => {
     expect(await w.store.end('key_nothere', 'ps_nothere')).toBeNull()
     expect(await w.store.byCookie(digestSecret('x'), NOW)).toBeNull()
     expect(await w.store.enter('key_nothere', 'ps_nothere', digestSecret('x'), NOW)).toBeNull()
+  })
+})
+
+describe('a session as its store keeps it', () => {
+  it('is ended whole, as it was: entered or not, with or without its label', async () => {
+    const w = world()
+    const record = await w.key()
+    const waiting = await link(w, record.id, { label: 'Front desk' })
+    const ended = await w.store.end(record.id, waiting.sessionId)
+    expect(ended).toStrictEqual({
+      id: waiting.sessionId, credentialId: record.id, capabilities: ['view'], label: 'Front desk', createdAt: iso(NOW), expiresAt: iso(NOW + DAY), expiresAtMs: NOW + DAY, enteredAt: null,
+    })
+    const { token } = await link(w, record.id)
+    const entered = await w.sessions.enter(token)
+    expect(entered.session.label).toBeNull()
+    expect(await w.store.end(record.id, entered.session.id)).toStrictEqual({ ...entered.session, enteredAt: iso(NOW) })
+    expect(await keysUnder(redis, w.ns)).toEqual([])
+  })
+
+  it('keeps a label through entering', async () => {
+    const w = world()
+    const record = await w.key()
+    const { token } = await link(w, record.id, { label: 'Ops' })
+    expect((await w.sessions.enter(token)).session.label).toBe('Ops')
+  })
+
+  it('is none by its cookie once its hash is gone, its index left a moment behind', async () => {
+    const w = world()
+    const record = await w.key()
+    const { sessionId, token } = await link(w, record.id)
+    const { cookie } = await w.sessions.enter(token)
+    await redis.del(`${w.ns}portal:{${record.id}}:session:${sessionId}`)
+    expect(await w.store.byCookie(digestSecret(cookie), NOW)).toBeNull()
+    expect(((await rejection(() => w.sessions.resolve(cookie))) as PortalSessionInvalid).detail).toBe(NO_SESSION)
+  })
+
+  it('ended by another instance between the listing and the ending is not counted or audited', async () => {
+    const w = world()
+    const record = await w.key()
+    const { sessionId } = await link(w, record.id)
+    await redis.del(`${w.ns}portal:{${record.id}}:session:${sessionId}`)
+    expect(await w.sessions.endAll(record.id, 'admin:ops', 'ended by an operator')).toBe(0)
+    expect((await w.trail()).filter((e) => (e as { action: string }).action === 'portal_session.ended')).toEqual([])
+  })
+
+  it('is not made when Redis refuses its link', async () => {
+    const w = world()
+    const session = { id: 'ps_refused', credentialId: 'key_x', capabilities: ['view' as const], label: null, createdAt: iso(0), expiresAt: iso(-1), expiresAtMs: -1, enteredAt: null }
+    // A link whose end Redis cannot take (before the epoch): its SET fails after the session's script ran.
+    await expect(w.store.create(session, digestSecret('t'), MAX_LIVE_SESSIONS, NOW)).rejects.toThrow(/invalid expire time/)
+    expect(await keysUnder(redis, w.ns)).toEqual([])
+  })
+})
+
+describe('a credential with an expiry', () => {
+  it('opens sessions until it expires', async () => {
+    const w = world()
+    const record = await w.key({ expiresAt: iso(NOW + HOUR) })
+    const { token } = await link(w, record.id)
+    const { cookie, principal } = await w.sessions.enter(token)
+    expect(principal).toEqual(keyPrincipal(record))
+    w.clock.now = NOW + HOUR - 1
+    expect((await w.sessions.resolve(cookie)).principal).toEqual(keyPrincipal(record))
+    w.clock.now = NOW + HOUR
+    expect(((await rejection(() => w.sessions.resolve(cookie))) as PortalSessionInvalid).detail).toBe('The portal session has ended: its credential expired. Ask your operator for a new link.')
   })
 })
 
