@@ -15,7 +15,7 @@ import { benchAuth } from './auth.js'
 import { benchCredentials } from './credentials.js'
 import { eventsPageCost, type EventsPageCost } from './events-page.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
-import { freePort } from './ports.js'
+import { freePort, portForLater } from './ports.js'
 import { pairedRatio } from './paired.js'
 import { median } from './stats.js'
 import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
@@ -197,7 +197,7 @@ async function startGateway(name: string, pmsUrl: string, overrides: Record<stri
   const port = await freePort()
   const adminPort = await freePort()
   // The inspector stays closed until the breakdown, after every measured round, asks for it.
-  const inspectPort = await freePort()
+  const inspectPort = await portForLater()
   const child = startProcess(script, {
     PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_FILE: configFile, REDIS_URL, REDIS_PREFIX: PREFIX,
     PMS_URL: pmsUrl, PMS_TOKEN, LOG_LEVEL: 'info', WEBHOOKS_SECRET_KEY, ...(DEPLOYED ? SHIPPED_ENV : {}), ...env,
@@ -905,7 +905,13 @@ async function main(): Promise<void> {
       const target = (targets.get(s.name) as Targets).gateway
       let session = sessions.get(server.pid)
       if (session === undefined) {
-        session = await InspectorSession.open(server.pid, server.inspectPort as number)
+        try {
+          session = await InspectorSession.open(server.pid, server.inspectPort as number)
+        } catch (error) {
+          // A profile is an aid to reading the table, not part of it: the run's figures are kept.
+          warnings.push(`${s.name}: no breakdown (${(error as Error).message})`)
+          continue
+        }
         sessions.set(server.pid, session)
       }
       // A reload before the load (the request log's rows) is not part of what is profiled.
