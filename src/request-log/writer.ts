@@ -60,7 +60,7 @@ export class RequestLogWriter {
     if (this.options.available !== undefined && !this.options.available()) return this.drop('redis', 1)
     if (this.buffer.length >= this.options.bufferMax) return this.drop('buffer_full', 1)
     this.buffer.push(entry)
-    if (this.buffer.length >= BATCH && this.flushing === undefined) void this.flush()
+    if (this.buffer.length >= BATCH && this.flushing === undefined) void this.write(0)
   }
 
   private drop(reason: DropReason, entries: number): void {
@@ -68,19 +68,31 @@ export class RequestLogWriter {
     this.options.onDropped?.(reason, entries)
   }
 
-  /** Writes what the buffer holds, a batch at a time; one flush at a time. */
+  /** Writes the entries held when it is called (and every full batch waiting by then), a batch at a time; one flush at a time. */
   async flush(): Promise<void> {
     while (this.flushing !== undefined) await this.flushing
     if (this.buffer.length === 0) return
-    this.flushing = this.writeAll().finally(() => { this.flushing = undefined })
-    await this.flushing
+    await this.write(this.buffer.length)
   }
 
-  private async writeAll(): Promise<void> {
+  private write(held: number): Promise<void> {
+    this.flushing = this.writeAll(held).finally(() => { this.flushing = undefined })
+    return this.flushing
+  }
+
+  /**
+   * Writes the `held` oldest entries, then full batches while any waits. Entries that came
+   * during a write and make no full batch wait for the next batch or the timer: written at
+   * once, a busy instance sent a write of a few entries after every write, each costing a
+   * script call (docs/performance.md, "The request log").
+   */
+  private async writeAll(held: number): Promise<void> {
     const started = performance.now()
-    while (this.buffer.length > 0) {
+    let left = held
+    while (this.buffer.length > 0 && (left > 0 || this.buffer.length >= BATCH)) {
       const batch = this.buffer.length <= BATCH ? this.buffer : this.buffer.slice(0, BATCH)
       this.buffer = this.buffer.length <= BATCH ? [] : this.buffer.slice(BATCH)
+      left -= batch.length
       try {
         await this.sink.write(batch)
         this.written += batch.length
@@ -104,6 +116,7 @@ export class RequestLogWriter {
   async close(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
-    await this.flush()
+    // Until nothing is held: answers that ended during the last write are written too.
+    while (this.buffer.length > 0) await this.flush()
   }
 }

@@ -147,6 +147,39 @@ describe('the writer', () => {
     expect(sizes).toEqual([500, 500, 500, 200])
   })
 
+  it('leaves the entries that came during a write for the next full batch or flush, and writes them all at close', async () => {
+    const sizes: number[] = []
+    const gates: (() => void)[] = []
+    const { logger } = quietLogger()
+    const writer = new RequestLogWriter({
+      write: async (batch) => {
+        await new Promise<void>((resolve) => gates.push(resolve))
+        sizes.push(batch.length)
+      },
+    }, { flushMs: 60_000, bufferMax: 10_000, logger })
+    const settled = async (): Promise<void> => {
+      // Every write asked for is let through, until none waits.
+      for (let turn = 0; turn < 20; turn += 1) {
+        gates.splice(0).forEach((open) => open())
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    for (let i = 0; i < BATCH; i += 1) writer.add(entry(`r${i}`))
+    // Answers that end while the batch is written: not a batch of their own once it is.
+    for (let i = 0; i < 10; i += 1) writer.add(entry(`during${i}`))
+    await settled()
+    expect([sizes, writer.size]).toEqual([[500], 10])
+    // More than a batch waiting by the end of a write: the full batches go, the rest waits.
+    for (let i = 0; i < BATCH; i += 1) writer.add(entry(`s${i}`))
+    for (let i = 0; i < 2 * BATCH; i += 1) writer.add(entry(`t${i}`))
+    await settled()
+    expect([sizes, writer.size]).toEqual([[500, 500, 500, 500], 10])
+    const closed = writer.close()
+    await settled()
+    await closed
+    expect([sizes, writer.size, writer.written]).toEqual([[500, 500, 500, 500, 10], 0, 2010])
+  })
+
   it('drops and counts a batch Redis refuses, and entries while Redis is away; says so once, then again when it writes', async () => {
     let fail = true
     let up = true
