@@ -89,7 +89,8 @@ export class RequestLogWriter {
   private async writeAll(held: number): Promise<void> {
     const started = performance.now()
     let left = held
-    while (this.buffer.length > 0 && (left > 0 || this.buffer.length >= BATCH)) {
+    // What was held is all taken once `left` is down to 0: the buffer only shrinks here.
+    while (left > 0 || this.buffer.length >= BATCH) {
       const batch = this.buffer.length <= BATCH ? this.buffer : this.buffer.slice(0, BATCH)
       this.buffer = this.buffer.length <= BATCH ? [] : this.buffer.slice(BATCH)
       left -= batch.length

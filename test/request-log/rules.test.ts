@@ -150,10 +150,15 @@ describe('the writer', () => {
   it('leaves the entries that came during a write for the next full batch or flush, and writes them all at close', async () => {
     const sizes: number[] = []
     const gates: (() => void)[] = []
+    let writing = 0
+    let mostAtOnce = 0
     const { logger } = quietLogger()
     const writer = new RequestLogWriter({
       write: async (batch) => {
+        writing += 1
+        mostAtOnce = Math.max(mostAtOnce, writing)
         await new Promise<void>((resolve) => gates.push(resolve))
+        writing -= 1
         sizes.push(batch.length)
       },
     }, { flushMs: 60_000, bufferMax: 10_000, logger })
@@ -174,10 +179,17 @@ describe('the writer', () => {
     for (let i = 0; i < 2 * BATCH; i += 1) writer.add(entry(`t${i}`))
     await settled()
     expect([sizes, writer.size]).toEqual([[500, 500, 500, 500], 10])
+    // A flush (the timer's) writes the 10 it held; the 5 that come meanwhile wait.
+    const flushed = writer.flush()
+    for (let i = 0; i < 5; i += 1) writer.add(entry(`u${i}`))
+    await settled()
+    await flushed
+    expect([sizes, writer.size]).toEqual([[500, 500, 500, 500, 10], 5])
     const closed = writer.close()
     await settled()
     await closed
-    expect([sizes, writer.size, writer.written]).toEqual([[500, 500, 500, 500, 10], 0, 2010])
+    // One write at a time throughout.
+    expect([sizes, writer.size, writer.written, mostAtOnce]).toEqual([[500, 500, 500, 500, 10, 5], 0, 2015, 1])
   })
 
   it('drops and counts a batch Redis refuses, and entries while Redis is away; says so once, then again when it writes', async () => {
