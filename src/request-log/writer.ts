@@ -68,7 +68,10 @@ export class RequestLogWriter {
     this.options.onDropped?.(reason, entries)
   }
 
-  /** Writes the entries held when it is called (and every full batch waiting by then), a batch at a time; one flush at a time. */
+  /**
+   * After the write under way, writes the entries held then, a batch at a time, and every full
+   * batch that waits as it ends; one write at a time.
+   */
   async flush(): Promise<void> {
     while (this.flushing !== undefined) await this.flushing
     if (this.buffer.length === 0) return
@@ -89,8 +92,9 @@ export class RequestLogWriter {
   private async writeAll(held: number): Promise<void> {
     const started = performance.now()
     let left = held
-    // What was held is all taken once `left` is down to 0: the buffer only shrinks here.
-    while (left > 0 || this.buffer.length >= BATCH) {
+    // Only this loop takes from the buffer, so it holds entries while `left` is above 0; the
+    // first test keeps a broken count from becoming a loop of empty writes.
+    while (this.buffer.length > 0 && (left > 0 || this.buffer.length >= BATCH)) {
       const batch = this.buffer.length <= BATCH ? this.buffer : this.buffer.slice(0, BATCH)
       this.buffer = this.buffer.length <= BATCH ? [] : this.buffer.slice(BATCH)
       left -= batch.length
@@ -113,11 +117,21 @@ export class RequestLogWriter {
     this.options.onFlush?.((performance.now() - started) / 1000)
   }
 
-  /** Stops the timer and writes what is left (the app's onClose: a graceful shutdown loses nothing). */
+  /**
+   * Stops the timer, waits for the write under way and writes what is left (the app's onClose:
+   * a graceful shutdown loses nothing while Redis answers). Once a write fails, what is still
+   * held is dropped and counted: with Redis hanging, each batch would wait out the command
+   * timeout, and the shutdown's deadline would pass before the buffer was through.
+   */
   async close(): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
-    // Until nothing is held: answers that ended during the last write are written too.
-    while (this.buffer.length > 0) await this.flush()
+    do {
+      await this.flush()
+    } while (this.buffer.length > 0 && !this.failing)
+    if (this.buffer.length > 0) {
+      this.drop('redis', this.buffer.length)
+      this.buffer = []
+    }
   }
 }

@@ -192,6 +192,47 @@ describe('the writer', () => {
     expect([sizes, writer.size, writer.written, mostAtOnce]).toEqual([[500, 500, 500, 500, 10, 5], 0, 2015, 1])
   })
 
+  it('closes only once the write under way has ended, though the buffer it emptied holds nothing', async () => {
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => { open = resolve })
+    const written: number[] = []
+    const { logger } = quietLogger()
+    const writer = new RequestLogWriter({ write: async (batch) => { await gate; written.push(batch.length) } }, { flushMs: 60_000, bufferMax: 1000, logger })
+    for (let i = 0; i < BATCH; i += 1) writer.add(entry(`r${i}`))
+    expect(writer.size).toBe(0)
+    let closed = false
+    const closing = writer.close().then(() => { closed = true })
+    for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve))
+    expect([closed, written]).toEqual([false, []])
+    open()
+    await closing
+    expect([closed, written, writer.written]).toEqual([true, [500], 500])
+  })
+
+  it('stops at a batch Redis refuses, and at close drops and counts what is still held rather than trying each batch', async () => {
+    const calls: string[][] = []
+    let failFrom = 2
+    const { logger } = quietLogger()
+    const writer = new RequestLogWriter({
+      write: async (batch) => {
+        calls.push([batch[0]?.id ?? '', String(batch.length)])
+        if (calls.length >= failFrom) throw new Error('Command timed out')
+      },
+    }, { flushMs: 60_000, bufferMax: 10_000, logger })
+    const hold = (prefix: string, count: number): void => {
+      for (let i = 0; i < count; i += 1) (writer as unknown as { buffer: RequestLogRecord[] }).buffer.push(entry(`${prefix}${i}`))
+    }
+    hold('a', 1200)
+    await writer.flush()
+    // The first batch written, the second refused and dropped, the rest kept for the next write.
+    expect([calls, writer.written, writer.dropped, writer.size]).toEqual([[['a0', '500'], ['a500', '500']], 500, { buffer_full: 0, redis: 500 }, 200])
+    hold('b', 1000)
+    failFrom = 3
+    await writer.close()
+    // One more write, refused; the 700 after it are dropped at once, not each tried against a Redis that hangs.
+    expect([calls.slice(2), writer.written, writer.dropped, writer.size]).toEqual([[['a1000', '500']], 500, { buffer_full: 0, redis: 1700 }, 0])
+  })
+
   it('drops and counts a batch Redis refuses, and entries while Redis is away; says so once, then again when it writes', async () => {
     let fail = true
     let up = true
