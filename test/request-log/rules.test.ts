@@ -192,21 +192,37 @@ describe('the writer', () => {
     expect([sizes, writer.size, writer.written, mostAtOnce]).toEqual([[500, 500, 500, 500, 10, 5], 0, 2015, 1])
   })
 
-  it('closes only once the write under way has ended, though the buffer it emptied holds nothing', async () => {
-    let open!: () => void
-    const gate = new Promise<void>((resolve) => { open = resolve })
+  it('closes only once the write under way has ended, though the buffer it emptied holds nothing, and writes what came meanwhile', async () => {
+    const gates: (() => void)[] = []
     const written: number[] = []
+    const dropped: [string, number][] = []
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({ write: async (batch) => { await gate; written.push(batch.length) } }, { flushMs: 60_000, bufferMax: 1000, logger })
+    const writer = new RequestLogWriter({
+      write: async (batch) => {
+        await new Promise<void>((resolve) => gates.push(resolve))
+        written.push(batch.length)
+      },
+    }, { flushMs: 60_000, bufferMax: 1000, logger, onDropped: (reason, n) => dropped.push([reason, n]) })
+    const turns = async (): Promise<void> => {
+      for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve))
+    }
     for (let i = 0; i < BATCH; i += 1) writer.add(entry(`r${i}`))
     expect(writer.size).toBe(0)
     let closed = false
     const closing = writer.close().then(() => { closed = true })
-    for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve))
-    expect([closed, written]).toEqual([false, []])
-    open()
+    await turns()
+    expect([closed, written, gates.length]).toEqual([false, [], 1])
+    // Answers that end while the shutdown waits, and while its own write is under way, are written after it, not dropped.
+    for (let i = 0; i < 5; i += 1) writer.add(entry(`late${i}`))
+    gates[0]?.()
+    await turns()
+    expect([closed, written, gates.length]).toEqual([false, [500], 2])
+    for (let i = 0; i < 3; i += 1) writer.add(entry(`later${i}`))
+    gates[1]?.()
+    await turns()
+    gates[2]?.()
     await closing
-    expect([closed, written, writer.written]).toEqual([true, [500], 500])
+    expect([closed, written, writer.written, writer.size, dropped]).toEqual([true, [500, 5, 3], 508, 0, []])
   })
 
   it('stops at a batch Redis refuses, and at close drops and counts what is still held rather than trying each batch', async () => {
