@@ -35,6 +35,8 @@ const CATEGORIES: [RegExp, string][] = [
   [/^admin\/(metrics|series)\.js$/, 'metrics'],
   [/^(pipeline\/log|http\/request-logger|logger)\.js$/, 'log line'],
   [/^(proxy|upstream)\/.*\.js$/, 'upstream call, pass-through'],
+  // The entry made after the answer, and its batch written: what the request log's rows compare.
+  [/^request-log\/.*\.js$/, 'request log'],
   [/^(contract|properties|http\/client-errors|health)(\/.*)?\.js$/, 'reply (handler, headers, serialisation)'],
   [/\.js$/, 'gateway, other'],
 ]
@@ -52,9 +54,13 @@ const LIBRARIES: [RegExp, string][] = [
 // The gateway's built sources: this file is dist/bench/breakdown.js.
 const GATEWAY_ROOT = new URL('../src/', import.meta.url).href
 
+/** Gateway helpers that several categories call: passed over, their time their caller's. */
+const HELPERS = /^json-string\.js$/
+
 function ruleFor(url: string): string | undefined {
   if (url.startsWith(GATEWAY_ROOT)) {
     const path = url.slice(GATEWAY_ROOT.length)
+    if (HELPERS.test(path)) return undefined
     return CATEGORIES.find(([pattern]) => pattern.test(path))?.[1]
   }
   return LIBRARIES.find(([pattern]) => pattern.test(url))?.[1]

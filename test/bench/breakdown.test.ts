@@ -73,3 +73,27 @@ describe('breakdownOf', () => {
     })
   })
 })
+
+describe('breakdownOf, the request log and shared helpers', () => {
+  it('charges the request log its own code, and a shared helper to whoever called it', () => {
+    const observe = frame('observe', `${SRC}pipeline/log.js`)
+    const quoted = frame('quoted', `${SRC}json-string.js`)
+    const stacks = [
+      // The entry made in the log hook: the request log, not the log line.
+      { stack: [observe, frame('entryOf', `${SRC}request-log/entry.js`)], us: 300 },
+      // Quoting for a stored entry: the request log's; for the log line: the log line's.
+      { stack: [frame('write', `${SRC}request-log/store.js`), frame('storedEntry', `${SRC}request-log/entry.js`), quoted], us: 200 },
+      { stack: [observe, frame('serializeLine', `${SRC}http/request-logger.js`), quoted], us: 100 },
+      // A helper with no gateway frame above it: Node's.
+      { stack: [frame('processTicksAndRejections', 'node:internal/process/task_queues'), quoted], us: 100 },
+    ]
+    expect(breakdownOf(profileOf(stacks), 10)).toEqual({
+      sampledUs: 70,
+      categories: [
+        { category: 'request log', us: 50, share: 0.71 },
+        { category: 'log line', us: 10, share: 0.14 },
+        { category: 'Node (HTTP, net, streams, timers)', us: 10, share: 0.14 },
+      ],
+    })
+  })
+})
