@@ -27,8 +27,7 @@ const EXPORT_CHUNK = 500
 // each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
 // log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
 // rest>`, entry.ts): the script takes each entry's score, index line and request id from its
-// line (a plain find, no pattern), so no field is sent twice, and makes one ZADD and one HSET
-// per 500 entries (Lua's unpack has a bound). One call writes up to LOGS_PER_CALL logs of a
+// line, so no field is sent twice, and makes one ZADD and one HSET per 500 entries. One call writes up to LOGS_PER_CALL logs of a
 // batch (on a Cluster, where each log's keys are in its credential's slot, one log): a call
 // per log cost the gateway more than the entries themselves when a batch held a few entries
 // of each of many credentials, and a bound keeps each script short, since Redis serves no
@@ -36,49 +35,52 @@ const EXPORT_CHUNK = 500
 //
 // KEYS: each log's lines and entries, in pairs; ARGV: cutoff (epoch ms: older goes), the most
 // entries a log keeps, when the keys expire, then each log's text, in the order of its keys.
-// Trimmed a thousand at a time. Returns the entries written.
+// One pattern match takes an entry's line apart (the stored entry, its score, its index line,
+// its request id), and a trim takes the oldest lines a thousand at a time, each thousand gone
+// by two commands (their ids from the hash, their ranks from the sorted set) rather than two
+// per entry: Redis serves no one else while a script runs (docs/performance.md, "2026-11-30
+// (noon): the write script in Redis"). Returns the entries written.
 export const WRITE_SCRIPT = `
 local cutoff, most, expireAt = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n = 0
-local function drop(linesKey, entriesKey, lines)
-  for i = 1, #lines do
-    redis.call('HDEL', entriesKey, string.match(lines[i], '^[^ ]+'))
-    redis.call('ZREM', linesKey, lines[i])
-  end
+-- The oldest lines of a log, its lowest ranks: their entries and their lines.
+local function trim(linesKey, entriesKey, lines)
+  local ids = {}
+  for i = 1, #lines do ids[i] = string.match(lines[i], '^[^ ]*') end
+  redis.call('HDEL', entriesKey, unpack(ids))
+  redis.call('ZREMRANGEBYRANK', linesKey, 0, #lines - 1)
 end
 for log = 1, #KEYS / 2 do
-  local linesKey, entriesKey, text = KEYS[2 * log - 1], KEYS[2 * log], ARGV[3 + log]
-  local pos, size = 1, #text
-  local scores, fields = {}, {}
-  local function flush()
-    if #scores == 0 then return end
+  local linesKey, entriesKey = KEYS[2 * log - 1], KEYS[2 * log]
+  local scores, fields, count = {}, {}, 0
+  for stored, score, line, id in string.gmatch(ARGV[3 + log], '(([^ ]*) (([^ ]*)[^\\t]*)\\t[^\\n]*)\\n') do
+    scores[2 * count + 1] = score
+    scores[2 * count + 2] = line
+    fields[2 * count + 1] = id
+    fields[2 * count + 2] = stored
+    count = count + 1
+    -- Lua's unpack has a bound: 500 entries a command.
+    if count == 500 then
+      redis.call('ZADD', linesKey, unpack(scores))
+      redis.call('HSET', entriesKey, unpack(fields))
+      n = n + count
+      scores, fields, count = {}, {}, 0
+    end
+  end
+  if count > 0 then
     redis.call('ZADD', linesKey, unpack(scores))
     redis.call('HSET', entriesKey, unpack(fields))
-    scores, fields = {}, {}
+    n = n + count
   end
-  while pos <= size do
-    local space = string.find(text, ' ', pos, true)
-    local tab = string.find(text, '\\t', space, true)
-    local lineEnd = string.find(text, '\\n', tab, true)
-    local line = string.sub(text, space + 1, tab - 1)
-    scores[#scores + 1] = string.sub(text, pos, space - 1)
-    scores[#scores + 1] = line
-    fields[#fields + 1] = string.match(line, '^[^ ]*')
-    fields[#fields + 1] = string.sub(text, pos, lineEnd - 1)
-    n = n + 1
-    if #scores >= 1000 then flush() end
-    pos = lineEnd + 1
-  end
-  flush()
   while true do
     local old = redis.call('ZRANGEBYSCORE', linesKey, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
     if #old == 0 then break end
-    drop(linesKey, entriesKey, old)
+    trim(linesKey, entriesKey, old)
   end
   local over = redis.call('ZCARD', linesKey) - most
   while over > 0 do
     local take = math.min(over, 1000)
-    drop(linesKey, entriesKey, redis.call('ZRANGE', linesKey, 0, take - 1))
+    trim(linesKey, entriesKey, redis.call('ZRANGE', linesKey, 0, take - 1))
     over = over - take
   end
   redis.call('PEXPIREAT', linesKey, expireAt)

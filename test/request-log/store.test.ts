@@ -126,6 +126,26 @@ describe('the logs of a batch, written by one call', () => {
   })
 })
 
+describe('a log past its bounds by thousands', () => {
+  it('keeps the newest within the retention and the count, whatever a write adds and drops', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 1, maxPerCredential: 1200 }, () => NOW)
+    // 2,300 past the retention, then 2,510 within it: more than a thousand go by age and by
+    // count, and the log's entries are added in more than one command of 500.
+    const old = Array.from({ length: 2300 }, (_, i) => record(`req_bulk_old_${i}`, { credentialId: 'key_bulk', atMs: NOW - 86_400_000 - 3000 + i }))
+    await store.write(old)
+    expect([await redis.zcard(`${prefix}reqlog:{key_bulk}:live:lines`), await redis.hlen(`${prefix}reqlog:{key_bulk}:live:entries`)]).toEqual([0, 0])
+    const recent = Array.from({ length: 2510 }, (_, i) => record(`req_bulk_${i}`, { credentialId: 'key_bulk', atMs: NOW - 2510 + i }))
+    await store.write(recent)
+    expect([await redis.zcard(`${prefix}reqlog:{key_bulk}:live:lines`), await redis.hlen(`${prefix}reqlog:{key_bulk}:live:entries`)]).toEqual([1200, 1200])
+    const newest = await store.list('key_bulk', 'live', {}, 1, 2)
+    const oldest = await store.list('key_bulk', 'live', {}, 600, 2)
+    expect([newest.total, (JSON.parse(newest.json) as { id: string }[]).map((e) => e.id), (JSON.parse(oldest.json) as { id: string }[]).map((e) => e.id)])
+      .toEqual([1200, ['req_bulk_2509', 'req_bulk_2508'], ['req_bulk_1311', 'req_bulk_1310']])
+    expect([await store.get('key_bulk', 'live', 'req_bulk_1309'), await store.get('key_bulk', 'live', 'req_bulk_1310')])
+      .toEqual([undefined, entryJson(recent[1310] as RequestLogRecord)])
+  })
+})
+
 describe('the calls of a write', () => {
   it(`writes up to ${LOGS_PER_CALL} logs a call, and the day's request ids in one more`, async () => {
     // A server of the test's own: its command statistics count this test's calls alone.
