@@ -56,9 +56,10 @@ export interface RequestLogWriteCost {
 
 /**
  * One writer on a Redis of its own: `entries` entries of 100 credentials, added 500 at a time
- * as answers would add them, `used_memory` before and after. The writer holds at most two
- * batches, as a gateway's writes keep up: entries are added while a write is under way and
- * wait while it holds more, so the rate is what Redis and the writer sustain together. No
+ * as answers would add them, `used_memory` before and after. Beside the batch being written,
+ * the writer holds at most two more, as a gateway's writes keep up: entries are added while a
+ * write is under way and wait while two batches do, so the rate is what Redis and the writer
+ * sustain together. No
  * entry is made long before it is added (made all at first, 200,000 entries held at once made
  * the collector's marking most of the CPU the row read): each is a copy of one of 500 made
  * beforehand, with an id and a time of its own (the copy is in the CPU per entry).
@@ -69,7 +70,7 @@ export async function requestLogWriteCost(redisUrl: string, entries: number): Pr
     const credentials = 100
     const store = new RequestLogStore(redis, 'bench-log:', { ...SETTINGS, maxPerCredential: 1_000_000 })
     const logger = createLogger({ level: 'warn', destination: new Writable({ write(_chunk, _encoding, done) { done() } }) })
-    const writer = new RequestLogWriter(store, { flushMs: 60_000, bufferMax: entries, logger })
+    const writer = new RequestLogWriter(store, { flushMs: 60_000, bufferMax: 4 * BATCH, logger })
     const now = Date.now()
     // Warm: the script loaded, the keys of every credential made.
     await store.write(Array.from({ length: credentials }, (_, i) => benchEntry(`key_bench${i}`, now - entries - 1, i)))
@@ -80,7 +81,11 @@ export async function requestLogWriteCost(redisUrl: string, entries: number): Pr
     const addAll = async (count: number): Promise<void> => {
       for (let added = 0; added < count; added += BATCH) {
         // A millisecond at a time, not a turn of the loop: a writer waiting on Redis is not spun for.
-        while (writer.size >= 2 * BATCH) await sleep(1)
+        while (writer.size >= 2 * BATCH) {
+          // A write that failed leaves its writer waiting for the next add: nothing would end the wait.
+          if (writer.dropped.redis > 0 || writer.dropped.buffer_full > 0) throw new Error(`the writer dropped entries: ${JSON.stringify(writer.dropped)}`)
+          await sleep(1)
+        }
         for (let i = 0; i < BATCH && added + i < count; i += 1) {
           made += 1
           writer.add({ ...(templates[i] as RequestLogRecord), id: `${idPrefix}${made.toString(16).padStart(16, '0')}`, atMs: now - 2 * entries + made })

@@ -128,21 +128,25 @@ describe('the logs of a batch, written by one call', () => {
 
 describe('a log past its bounds by thousands', () => {
   it('keeps the newest within the retention and the count, whatever a write adds and drops', async () => {
-    const store = new RequestLogStore(redis, prefix, { retentionDays: 1, maxPerCredential: 1200 }, () => NOW)
-    // 2,300 past the retention, then 2,510 within it: more than a thousand go by age and by
-    // count, and the log's entries are added in more than one command of 500.
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 1, maxPerCredential: 3000 }, () => NOW)
+    const lines = `${prefix}reqlog:{key_bulk}:live:lines`
+    const entries = `${prefix}reqlog:{key_bulk}:live:entries`
+    // 2,300 past the retention and 2,000 within it: more than a thousand go by age, under the
+    // count's bound (a trim by count alone would keep 3,000).
     const old = Array.from({ length: 2300 }, (_, i) => record(`req_bulk_old_${i}`, { credentialId: 'key_bulk', atMs: NOW - 86_400_000 - 3000 + i }))
-    await store.write(old)
-    expect([await redis.zcard(`${prefix}reqlog:{key_bulk}:live:lines`), await redis.hlen(`${prefix}reqlog:{key_bulk}:live:entries`)]).toEqual([0, 0])
-    const recent = Array.from({ length: 2510 }, (_, i) => record(`req_bulk_${i}`, { credentialId: 'key_bulk', atMs: NOW - 2510 + i }))
-    await store.write(recent)
-    expect([await redis.zcard(`${prefix}reqlog:{key_bulk}:live:lines`), await redis.hlen(`${prefix}reqlog:{key_bulk}:live:entries`)]).toEqual([1200, 1200])
+    const recent = Array.from({ length: 6510 }, (_, i) => record(`req_bulk_${i}`, { credentialId: 'key_bulk', atMs: NOW - 6510 + i }))
+    await store.write([...old, ...recent.slice(0, 2000)])
+    expect([await redis.zcard(lines), await redis.hlen(entries)]).toEqual([2000, 2000])
+    // 4,510 more of one log in one write: added 500 a command (a single ZADD of them would pass
+    // Lua's bound on unpack), and more than a thousand of the oldest go by count.
+    await store.write(recent.slice(2000))
+    expect([await redis.zcard(lines), await redis.hlen(entries)]).toEqual([3000, 3000])
     const newest = await store.list('key_bulk', 'live', {}, 1, 2)
-    const oldest = await store.list('key_bulk', 'live', {}, 600, 2)
+    const oldest = await store.list('key_bulk', 'live', {}, 1500, 2)
     expect([newest.total, (JSON.parse(newest.json) as { id: string }[]).map((e) => e.id), (JSON.parse(oldest.json) as { id: string }[]).map((e) => e.id)])
-      .toEqual([1200, ['req_bulk_2509', 'req_bulk_2508'], ['req_bulk_1311', 'req_bulk_1310']])
-    expect([await store.get('key_bulk', 'live', 'req_bulk_1309'), await store.get('key_bulk', 'live', 'req_bulk_1310')])
-      .toEqual([undefined, entryJson(recent[1310] as RequestLogRecord)])
+      .toEqual([3000, ['req_bulk_6509', 'req_bulk_6508'], ['req_bulk_3511', 'req_bulk_3510']])
+    expect([await store.get('key_bulk', 'live', 'req_bulk_3509'), await store.get('key_bulk', 'live', 'req_bulk_3510')])
+      .toEqual([undefined, entryJson(recent[3510] as RequestLogRecord)])
   })
 })
 
