@@ -59,10 +59,10 @@ export interface RequestLogWriteCost {
  * as answers would add them, `used_memory` before and after. Beside the batch being written,
  * the writer holds at most two more, as a gateway's writes keep up: entries are added while a
  * write is under way and wait while two batches do, so the rate is what Redis and the writer
- * sustain together. No
- * entry is made long before it is added (made all at first, 200,000 entries held at once made
- * the collector's marking most of the CPU the row read): each is a copy of one of 500 made
- * beforehand, with an id and a time of its own (the copy is in the CPU per entry).
+ * sustain together. No entry is made long before it is added (made all at first, 200,000
+ * entries held at once made the collector's marking most of the CPU the row read): each is a
+ * copy of one of 500 made beforehand, with an id and a time of its own (the copy is in the CPU
+ * per entry).
  */
 export async function requestLogWriteCost(redisUrl: string, entries: number): Promise<RequestLogWriteCost> {
   const redis = new Redis(redisUrl)

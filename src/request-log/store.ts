@@ -53,25 +53,23 @@ end
 for log = 1, #KEYS / 2 do
   local linesKey, entriesKey = KEYS[2 * log - 1], KEYS[2 * log]
   local scores, fields, count = {}, {}, 0
+  -- The entries taken since the last call: their lines by arrival, then their stored entries by
+  -- request id. Lua's unpack has a bound: called every 500 entries, and once for the rest.
+  local function add()
+    redis.call('ZADD', linesKey, unpack(scores))
+    redis.call('HSET', entriesKey, unpack(fields))
+    n = n + count
+    scores, fields, count = {}, {}, 0
+  end
   for stored, score, line, id in string.gmatch(ARGV[3 + log], '(([^ ]*) (([^ ]*)[^\\t]*)\\t[^\\n]*)\\n') do
     scores[2 * count + 1] = score
     scores[2 * count + 2] = line
     fields[2 * count + 1] = id
     fields[2 * count + 2] = stored
     count = count + 1
-    -- Lua's unpack has a bound: 500 entries a command.
-    if count == 500 then
-      redis.call('ZADD', linesKey, unpack(scores))
-      redis.call('HSET', entriesKey, unpack(fields))
-      n = n + count
-      scores, fields, count = {}, {}, 0
-    end
+    if count == 500 then add() end
   end
-  if count > 0 then
-    redis.call('ZADD', linesKey, unpack(scores))
-    redis.call('HSET', entriesKey, unpack(fields))
-    n = n + count
-  end
+  if count > 0 then add() end
   while true do
     local old = redis.call('ZRANGEBYSCORE', linesKey, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
     if #old == 0 then break end
