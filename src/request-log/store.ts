@@ -5,110 +5,113 @@ import { storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry, type
 import { filtersFields, type RequestLogFilters } from './filters.js'
 
 // Where the request log lives (docs/architecture.md, "The request log"). Per credential and
-// mode, two keys in one hash slot (the braces are literal: the credential id is the Cluster
-// hash tag, so one script writes and trims both):
-//   {ns}reqlog:{id}:{mode}:lines    ZSET   an index line per entry (filters.ts) -> epoch ms of its arrival
-//   {ns}reqlog:{id}:{mode}:entries  HASH   request id -> the entry as storedEntry writes it (entry.ts): its arrival, its index line, the rest of its fields
+// mode, one key (the braces are literal: the credential id is the Cluster hash tag):
+//   {ns}reqlog:{id}:{mode}:lines    ZSET   each entry, as storedEntry writes it (entry.ts): its arrival, its index line (filters.ts), a tab, the rest of its fields -> epoch ms of its arrival
 // A write adds a batch's entries and trims, in the same script, those older than the
-// retention and the oldest beyond the count; both keys expire a retention after the last write.
-// Beside them, for the admin port's look-up of a request id whatever its credential:
-//   {ns}reqlog:ids:<UTC day>       HASH   request id -> "<credential id> <mode>" of the entries that arrived that day
+// retention and the oldest beyond the count; the key expires a retention after the last write.
+// Beside it, for the look-up of a request id:
+//   {ns}reqlog:ids:<UTC day>       HASH   request id -> "<credential id> <mode> <epoch ms of its arrival>" of the entries that arrived that day
 // one per day, so that it goes whole a retention after its day ends (docs/architecture.md §D80).
+//
+// Before 2026-12, a log was two keys: its sorted set held each entry's index line alone, and
+// a hash `{ns}reqlog:{id}:{mode}:entries` held the entry by request id (the day's index named
+// no arrival). Such lines hold no tab; they are read through that hash until the retention has
+// taken them (docs/architecture.md, "The request log").
 
 const DAY_MS = 86_400_000
-/** Index lines a page's script reads per call while it walks a log for the filters. */
+/** Entries a page's script reads per call while it walks a log for the filters. */
 const SCAN_CHUNK = 1000
 /** Logs one call of the write script takes at most (on one server or through Sentinel). */
 export const LOGS_PER_CALL = 32
 /** Entries read per call while an export is streamed: its memory is this many entries, whatever the window. */
 const EXPORT_CHUNK = 500
 
-// A batch goes to Redis as one argument per log, not four per entry: the client's encoding of
+// A batch goes to Redis as one argument per log, not two per entry: the client's encoding of
 // each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
 // log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
-// rest>`, entry.ts): the script takes each entry's score, index line and request id from its
-// line, so no field is sent twice, and makes one ZADD and one HSET per 500 entries. One call writes up to LOGS_PER_CALL logs of a
-// batch (on a Cluster, where each log's keys are in its credential's slot, one log): a call
+// rest>`, entry.ts): the script takes each entry and its score from its line, so no field is
+// sent twice, and makes one ZADD per 500 entries. One call writes up to LOGS_PER_CALL logs of a
+// batch (on a Cluster, where each log's key is in its credential's slot, one log): a call
 // per log cost the gateway more than the entries themselves when a batch held a few entries
 // of each of many credentials, and a bound keeps each script short, since Redis serves no
 // one else while it runs (docs/performance.md, "2026-11-30: a batch's logs in one call").
 //
-// KEYS: each log's lines and entries, in pairs; ARGV: cutoff (epoch ms: older goes), the most
-// entries a log keeps, when the keys expire, then each log's text, in the order of its keys.
-// One pattern match takes an entry's line apart (the stored entry, its score, its index line,
-// its request id), and a trim takes the oldest lines a thousand at a time, each thousand gone
-// by two commands (their ids from the hash, their ranks from the sorted set) rather than two
-// per entry: Redis serves no one else while a script runs (docs/performance.md, "2026-11-30
-// (noon): the write script in Redis"). Returns the entries written.
+// KEYS: each log's sorted set and the hash of the layout before, in pairs; ARGV: cutoff (epoch ms: older goes), the most entries a log keeps,
+// when the keys expire, then each log's text, in the order of its keys. The entry is the
+// sorted set's member, so a trim is one command by score and one by rank, and an entry costs
+// Redis one insert, not one in a sorted set and one in a hash (docs/performance.md, "2026-11-30
+// (afternoon): an entry kept once"). Returns the entries written.
 export const WRITE_SCRIPT = `
 local cutoff, most, expireAt = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n = 0
--- The oldest lines of a log, its lowest ranks: their entries and their lines.
-local function trim(linesKey, entriesKey, lines)
-  local ids = {}
-  for i = 1, #lines do ids[i] = string.match(lines[i], '^[^ ]*') end
-  redis.call('HDEL', entriesKey, unpack(ids))
-  redis.call('ZREMRANGEBYRANK', linesKey, 0, #lines - 1)
-end
 for log = 1, #KEYS / 2 do
-  local linesKey, entriesKey = KEYS[2 * log - 1], KEYS[2 * log]
-  local scores, fields, count = {}, {}, 0
-  -- The entries taken since the last call: their lines by arrival, then their stored entries by
-  -- request id. Lua's unpack has a bound: called every 500 entries, and once for the rest.
-  local function add()
-    redis.call('ZADD', linesKey, unpack(scores))
-    redis.call('HSET', entriesKey, unpack(fields))
-    n = n + count
-    scores, fields, count = {}, {}, 0
-  end
-  for stored, score, line, id in string.gmatch(ARGV[3 + log], '(([^ ]*) (([^ ]*)[^\\t]*)\\t[^\\n]*)\\n') do
-    scores[2 * count + 1] = score
-    scores[2 * count + 2] = line
-    fields[2 * count + 1] = id
-    fields[2 * count + 2] = stored
+  local key, before = KEYS[2 * log - 1], KEYS[2 * log]
+  local members, count = {}, 0
+  -- Lua's unpack has a bound: a ZADD every 500 entries, and one for the rest.
+  for stored, score in string.gmatch(ARGV[3 + log], '(([^ ]*) [^\\n]*)\\n') do
+    members[2 * count + 1] = score
+    members[2 * count + 2] = stored
     count = count + 1
-    if count == 500 then add() end
+    if count == 500 then
+      redis.call('ZADD', key, unpack(members))
+      n = n + count
+      members, count = {}, 0
+    end
   end
-  if count > 0 then add() end
-  while true do
-    local old = redis.call('ZRANGEBYSCORE', linesKey, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
-    if #old == 0 then break end
-    trim(linesKey, entriesKey, old)
+  if count > 0 then
+    redis.call('ZADD', key, unpack(members))
+    n = n + count
   end
-  local over = redis.call('ZCARD', linesKey) - most
-  while over > 0 do
-    local take = math.min(over, 1000)
-    trim(linesKey, entriesKey, redis.call('ZRANGE', linesKey, 0, take - 1))
-    over = over - take
+  if redis.call('EXISTS', before) == 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. cutoff)
+    local over = redis.call('ZCARD', key) - most
+    if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
+  else
+    -- Lines of the layout before (no tab) have their entries in the hash: each goes with its
+    -- line, a thousand lines at a time, until the hash is empty and Redis removes it.
+    local function trim(lines)
+      local ids = {}
+      for i = 1, #lines do
+        if not string.find(lines[i], '\\t', 1, true) then ids[#ids + 1] = string.match(lines[i], '^[^ ]*') end
+      end
+      if #ids > 0 then redis.call('HDEL', before, unpack(ids)) end
+      redis.call('ZREMRANGEBYRANK', key, 0, #lines - 1)
+    end
+    while true do
+      local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
+      if #old == 0 then break end
+      trim(old)
+    end
+    local over = redis.call('ZCARD', key) - most
+    while over > 0 do
+      local take = math.min(over, 1000)
+      trim(redis.call('ZRANGE', key, 0, take - 1))
+      over = over - take
+    end
   end
-  redis.call('PEXPIREAT', linesKey, expireAt)
-  redis.call('PEXPIREAT', entriesKey, expireAt)
+  redis.call('PEXPIREAT', key, expireAt)
 end
 return n
 `
 
 // A day's request id index, its fields in one argument too: the entries of each log, its
-// owner once, `<credential id> <mode>\n`, then a request id a line, and an empty line (a
-// request id holds no line break, an owner none). KEYS: the day's key; ARGV: when it
-// expires, the text.
+// owner once, `<credential id> <mode>\n`, then `<request id> <epoch ms>` a line, and an empty
+// line (a request id holds no space or line break, an owner no line break). KEYS: the day's
+// key; ARGV: when it expires, the text.
 export const IDS_SCRIPT = `
-local text = ARGV[2]
-local pos, size = 1, #text
-local fields = {}
-local owner = nil
-while pos <= size do
-  local lineEnd = string.find(text, '\\n', pos, true)
-  if lineEnd == pos then owner = nil
-  elseif owner == nil then owner = string.sub(text, pos, lineEnd - 1)
+local fields, owner = {}, nil
+for line in string.gmatch(ARGV[2], '([^\\n]*)\\n') do
+  if line == '' then owner = nil
+  elseif owner == nil then owner = line .. ' '
   else
-    fields[#fields + 1] = string.sub(text, pos, lineEnd - 1)
-    fields[#fields + 1] = owner
+    local id, at = string.match(line, '^([^ ]*) (.*)$')
+    fields[#fields + 1] = id
+    fields[#fields + 1] = owner .. at
     if #fields >= 1000 then
       redis.call('HSET', KEYS[1], unpack(fields))
       fields = {}
     end
   end
-  pos = lineEnd + 1
 end
 if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[1])
@@ -116,8 +119,10 @@ return 1
 `
 
 // A page with filters, found inside Redis (the gateway reads only the page's entries): walks
-// the window's index lines newest first, by rank a thousand at a time, and matches each as
-// matchLine does (filters.ts). KEYS: the log's lines and entries; ARGV: the window's max and min
+// the window's entries newest first, by rank a thousand at a time, and matches the index line
+// of each as matchLine does (filters.ts): an entry's, between its arrival and its tab, or a
+// line of the layout before, whole (its entry then read from the log's hash). KEYS: the log's
+// sorted set and the hash of the layout before; ARGV: the window's max and min
 // (ZRANGEBYSCORE's form: '+inf' or '(<ms>', '-inf' or '(<ms>'), the offset, the page's size,
 // the status filter's kind ('', 'exact', 'class', 'errors') and its number, then the method,
 // code, route and Idempotency-Key filters, each '' when not sent or '=' and its value. Returns
@@ -134,18 +139,25 @@ local method, code, route, key = filter(ARGV[7]), filter(ARGV[8]), filter(ARGV[9
 local above = 0
 if ARGV[1] ~= '+inf' then above = redis.call('ZCOUNT', KEYS[1], string.sub(ARGV[1], 2), '+inf') end
 local last = above + redis.call('ZCOUNT', KEYS[1], ARGV[2], ARGV[1]) - 1
-local total, ids = 0, {}
+local total, picked, before, at = 0, {}, {}, {}
 local from = above
 while from <= last do
   local to = math.min(from + ${SCAN_CHUNK - 1}, last)
-  local lines = redis.call('ZREVRANGE', KEYS[1], from, to)
-  for i = 1, #lines do
-    local line = lines[i]
+  local members = redis.call('ZREVRANGE', KEYS[1], from, to)
+  for i = 1, #members do
+    local member = members[i]
+    -- An entry's index line is between its arrival and its tab; a line of the layout before is
+    -- the whole member. Matched in place, not cut out: a copy of each member's line cost the
+    -- walk a third more.
+    local tab = string.find(member, '\\t', 1, true)
     -- Cheap refusals first, sound for any line (a line they refuse matchLine refuses too): the
-    -- status field alone, and a plain find of ' <value> ' for the filters of the middle fields.
+    -- status field alone, and a plain find of ' <value> ' for the filters of the middle fields
+    -- (found in an entry's other fields too, it only lets the full match decide).
     local pass = true
     if kind == 'exact' then
-      local first = string.match(line, '^[^ ]* ([^ ]*) ')
+      local first
+      if tab ~= nil then first = string.match(member, '^[^ ]* [^ ]* ([^ ]*) ')
+      else first = string.match(member, '^[^ ]* ([^ ]*) ') end
       if first == nil then pass = false
       elseif first ~= wantedText then
         local status = tonumber(first)
@@ -153,12 +165,13 @@ while from <= last do
         if status ~= wanted then pass = false end
       end
     end
-    if pass and method ~= nil and not string.find(line, ' ' .. method .. ' ', 1, true) then pass = false end
-    if pass and code ~= nil and not string.find(line, ' ' .. code .. ' ', 1, true) then pass = false end
-    if pass and route ~= nil and not string.find(line, ' ' .. route .. ' ', 1, true) then pass = false end
+    if pass and method ~= nil and not string.find(member, ' ' .. method .. ' ', 1, true) then pass = false end
+    if pass and code ~= nil and not string.find(member, ' ' .. code .. ' ', 1, true) then pass = false end
+    if pass and route ~= nil and not string.find(member, ' ' .. route .. ' ', 1, true) then pass = false end
     local id, statusText, m, c, r, k
     if pass then
-      id, statusText, m, c, r, k = string.match(line, '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$')
+      if tab ~= nil then id, statusText, m, c, r, k = string.match(member, '^[^ \\t]* ([^ \\t]*) ([^ \\t]*) ([^ \\t]*) ([^ \\t]*) ([^ \\t]*) ([^ \\t]*)\\t')
+      else id, statusText, m, c, r, k = string.match(member, '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$') end
       pass = id ~= nil
     end
     if pass and kind ~= '' then
@@ -174,18 +187,27 @@ while from <= last do
     if pass and route ~= nil and r ~= route then pass = false end
     if pass and key ~= nil and k ~= key then pass = false end
     if pass then
-      if total >= offset and #ids < perPage then ids[#ids + 1] = id end
+      if total >= offset and #picked < perPage then
+        -- An entry of the layout before is its id until the hash is read.
+        if tab ~= nil then picked[#picked + 1] = member
+        else
+          picked[#picked + 1] = false
+          before[#before + 1] = id
+          at[#at + 1] = #picked
+        end
+      end
       total = total + 1
     end
   end
   from = to + 1
 end
+if #before > 0 then
+  local found = redis.call('HMGET', KEYS[2], unpack(before))
+  for i = 1, #found do picked[at[i]] = found[i] end
+end
 local page = { total }
-if #ids > 0 then
-  local found = redis.call('HMGET', KEYS[2], unpack(ids))
-  for i = 1, #found do
-    if found[i] then page[#page + 1] = found[i] end
-  end
+for i = 1, #picked do
+  if picked[i] then page[#page + 1] = picked[i] end
 end
 return page
 `
@@ -246,7 +268,7 @@ class BatchBytes {
   }
 }
 
-/** The request ids of `owner`'s log that arrived on `day`, made empty on first use. */
+/** The request ids of `owner`'s log that arrived on `day`, each with its arrival, made empty on first use. */
 function idsOf(byDay: Map<number, Map<string, string[]>>, day: number, owner: string): string[] {
   let owners = byDay.get(day)
   if (owners === undefined) byDay.set(day, owners = new Map())
@@ -308,7 +330,7 @@ export class RequestLogStore {
           day = arrived
           ids = idsOf(byDay, day, name)
         }
-        ids.push(record.id)
+        ids.push(`${record.id} ${record.atMs}`)
       }
       return { record: log[0] as RequestLogRecord, start, end: bytes.length }
     })
@@ -342,23 +364,45 @@ export class RequestLogStore {
   }
 
   /**
-   * The credential and mode of the log holding `requestId`, whatever its credential (the
-   * admin port's look-up); undefined when no day of the retention knows it.
+   * Where the entry of `requestId` is kept, whatever its credential: its log's credential and
+   * mode and its arrival (null for an entry of the layout before, kept in its log's hash);
+   * undefined when no day of the retention knows it.
    */
-  async ownerOf(requestId: string): Promise<{ credentialId: string; mode: string } | undefined> {
+  async locate(requestId: string): Promise<{ credentialId: string; mode: string; atMs: number | null } | undefined> {
     const today = Math.floor(this.now() / DAY_MS)
     const days = Array.from({ length: this.retention.retentionDays + 1 }, (_, i) => today - i)
     const found = await Promise.all(days.map(async (day) => this.redis.hget(this.idsKey(day * DAY_MS), requestId)))
-    const owner = found.find((value): value is string => value !== null)
-    if (owner === undefined) return undefined
-    const [credentialId, mode] = owner.split(' ') as [string, string]
-    return { credentialId, mode }
+    const place = found.find((value): value is string => value !== null)
+    if (place === undefined) return undefined
+    const [credentialId, mode, atMs] = place.split(' ') as [string, string, string | undefined]
+    return { credentialId, mode, atMs: atMs === undefined ? null : Number(atMs) }
   }
 
   /** One entry of any credential's, as JSON; undefined when none has it (or it was trimmed). */
   async find(requestId: string): Promise<string | undefined> {
-    const owner = await this.ownerOf(requestId)
-    return owner === undefined ? undefined : this.get(owner.credentialId, owner.mode, requestId)
+    const place = await this.locate(requestId)
+    return place === undefined ? undefined : this.kept(place.credentialId, place.mode, requestId, place.atMs)
+  }
+
+  /** One entry of a credential's, as JSON; undefined when it has none of that id. */
+  async get(credentialId: string, mode: string, requestId: string): Promise<string | undefined> {
+    const place = await this.locate(requestId)
+    if (place !== undefined && (place.credentialId !== credentialId || place.mode !== mode)) return undefined
+    // Not in the index: an entry of the layout before may be in the log's hash all the same.
+    return this.kept(credentialId, mode, requestId, place?.atMs ?? null)
+  }
+
+  /** The entry of `requestId` in a log, found by its arrival (null: in the log's hash, the layout before). */
+  private async kept(credentialId: string, mode: string, requestId: string, atMs: number | null): Promise<string | undefined> {
+    const [lines, entries] = this.keys(credentialId, mode)
+    if (atMs === null) {
+      const stored = await this.redis.hget(entries, requestId)
+      return stored === null ? undefined : storedEntryJson(stored, credentialId, mode)
+    }
+    // Entries of one millisecond are few; the one whose index line begins with the id is it.
+    const prefix = `${atMs} ${requestId} `
+    const stored = (await this.redis.zrangebyscore(lines, atMs, atMs)).find((member) => member.startsWith(prefix))
+    return stored === undefined ? undefined : storedEntryJson(stored, credentialId, mode)
   }
 
   /** How many of a credential's entries arrived within the window (epoch ms, exclusive; `before` defaults to +inf). */
@@ -378,8 +422,7 @@ export class RequestLogStore {
     for (let from = 0; ; from += EXPORT_CHUNK) {
       const chunk = await this.redis.zrevrangebyscore(lines, `(${before}`, min, 'LIMIT', from, EXPORT_CHUNK)
       if (chunk.length > 0) {
-        const found = await this.redis.hmget(entries, ...chunk.map((line) => line.slice(0, line.indexOf(' '))))
-        yield found.filter((stored): stored is string => stored !== null).map((stored) => storedEntryOf(stored, credentialId, mode))
+        yield (await this.stored(entries, chunk)).map((stored) => storedEntryOf(stored, credentialId, mode))
       }
       if (chunk.length < EXPORT_CHUNK) return
     }
@@ -402,16 +445,19 @@ export class RequestLogStore {
       this.redis.zcount(lines, min, max),
       this.redis.zrevrangebyscore(lines, max, min, 'LIMIT', offset, perPage),
     ])
-    const ids = onPage.map((line) => line.slice(0, line.indexOf(' ')))
-    if (ids.length === 0) return { json: '[]', total }
-    const found = await this.redis.hmget(entries, ...ids)
-    return { json: `[${found.filter((stored): stored is string => stored !== null).map((stored) => storedEntryJson(stored, credentialId, mode)).join(',')}]`, total }
+    const found = await this.stored(entries, onPage)
+    return { json: `[${found.map((stored) => storedEntryJson(stored, credentialId, mode)).join(',')}]`, total }
   }
 
-  /** One entry of a credential's, as JSON; undefined when it has none of that id. */
-  async get(credentialId: string, mode: string, requestId: string): Promise<string | undefined> {
-    const [, entries] = this.keys(credentialId, mode)
-    const stored = await this.redis.hget(entries, requestId)
-    return stored === null ? undefined : storedEntryJson(stored, credentialId, mode)
+  /**
+   * The stored entries of a log's members, in their order: an entry as it is, the index line
+   * of the layout before replaced by its entry from the log's hash (left out when gone).
+   */
+  private async stored(entries: string, members: readonly string[]): Promise<string[]> {
+    const before = members.filter((member) => !member.includes('\t'))
+    if (before.length === 0) return [...members]
+    const found = await this.redis.hmget(entries, ...before.map((line) => line.slice(0, line.indexOf(' '))))
+    let next = 0
+    return members.map((member) => member.includes('\t') ? member : found[next++] ?? null).filter((stored): stored is string => stored !== null)
   }
 }

@@ -34,6 +34,8 @@ function seen(r: RequestLogRecord): Record<string, unknown> {
   return { id, at: new Date(atMs).toISOString(), ...rest }
 }
 
+const idsOf = (json: string): string[] => (JSON.parse(json) as { id: string }[]).map((e) => e.id)
+
 const ODD: RequestLogRecord[] = [
   record('req_plain'),
   record('req_quotes', { userAgent: 'say "hi" \\ back\\slash', path: '/v1/properties/"x"', queryParameters: ['a "b"', 'c\\d'] }),
@@ -63,7 +65,7 @@ describe('a batch written as one argument per log', () => {
     await store.write([...ODD, ...others])
     for (const r of [...ODD, ...others]) {
       // Kept as storedEntry makes it, byte for byte: the script takes the line whole, without its line break.
-      expect(await redis.hget(`${prefix}reqlog:{${r.credentialId}}:${r.mode}:entries`, r.id)).toBe(storedEntry(r))
+      expect(await redis.zrangebyscore(`${prefix}reqlog:{${r.credentialId}}:${r.mode}:lines`, r.atMs, r.atMs)).toContain(storedEntry(r))
       const json = await store.get(r.credentialId, r.mode, r.id)
       expect(JSON.parse(json ?? 'null')).toEqual(seen(r))
       expect(JSON.parse(await store.find(r.id) ?? 'null')).toEqual(seen(r))
@@ -89,6 +91,46 @@ describe('a batch written as one argument per log', () => {
     expect(JSON.parse(await store.get('key_whole', 'live', old.id) ?? 'null')).toEqual(seen(old))
     const page = await store.list('key_whole', 'live', { status: { kind: 'exact', status: 200 } }, 1, 10)
     expect([page.total, JSON.parse(page.json)]).toEqual([2, [seen(record('req_after', { credentialId: 'key_whole', atMs: NOW + 1 })), seen(old)]])
+  })
+
+  it('reads a log kept in the layout before (index lines, a hash of entries) beside entries written after it, and trims both', async () => {
+    const store = new RequestLogStore(redis, `${prefix}before:`, { retentionDays: 1, maxPerCredential: 4 }, () => NOW)
+    const lines = `${prefix}before:reqlog:{key_before}:live:lines`
+    const entries = `${prefix}before:reqlog:{key_before}:live:entries`
+    const day = `${prefix}before:reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`
+    // As the layout before wrote them: the index line the member, the entry in the hash, the day's index without the arrival.
+    const old = [record('req_before_gone', { credentialId: 'key_before', atMs: NOW - 86_400_001 }),
+      ...Array.from({ length: 3 }, (_, i) => record(`req_before_${i}`, { credentialId: 'key_before', atMs: NOW - 30 + i, status: 404 + i }))]
+    for (const r of old) {
+      await redis.zadd(lines, r.atMs, indexLine(r))
+      await redis.hset(entries, r.id, storedEntry(r))
+      await redis.hset(day, r.id, 'key_before live')
+    }
+    const before = old.slice(1)
+    expect(idsOf((await store.list('key_before', 'live', {}, 1, 10)).json)).toEqual(['req_before_2', 'req_before_1', 'req_before_0', 'req_before_gone'])
+    const after = [record('req_after_0', { credentialId: 'key_before', atMs: NOW - 20, status: 404 }), record('req_after_1', { credentialId: 'key_before', atMs: NOW - 10 })]
+    await store.write(after)
+    // Past the retention and past the count: the oldest line of each layout goes.
+    const all = await store.list('key_before', 'live', {}, 1, 10)
+    expect([all.total, JSON.parse(all.json)]).toEqual([4, [after[1], after[0], before[2], before[1]].map((r) => seen(r as RequestLogRecord))])
+    const notFound = await store.list('key_before', 'live', { status: { kind: 'exact', status: 404 } }, 1, 10)
+    expect([notFound.total, JSON.parse(notFound.json)]).toEqual([1, [seen(after[0] as RequestLogRecord)]])
+    const errors = await store.list('key_before', 'live', { status: { kind: 'errors' } }, 1, 2)
+    expect([errors.total, idsOf(errors.json)]).toEqual([3, ['req_after_0', 'req_before_2']])
+    const exported: unknown[] = []
+    for await (const chunk of store.entries('key_before', 'live', undefined, NOW)) exported.push(...chunk)
+    expect(exported).toEqual([after[1], after[0], before[2], before[1]].map((r) => seen(r as RequestLogRecord)))
+    for (const r of [...after, before[2], before[1]] as RequestLogRecord[]) {
+      expect([await store.get('key_before', 'live', r.id), await store.find(r.id)], r.id).toEqual([entryJson(r), entryJson(r)])
+    }
+    // An entry of the layout before goes with its line, from the hash too.
+    expect((await redis.hkeys(entries)).sort()).toEqual(['req_before_1', 'req_before_2'])
+    expect([await store.get('key_before', 'live', 'req_before_0'), await store.get('key_before', 'live', 'req_before_gone')]).toEqual([undefined, undefined])
+    // Once the last of them is trimmed, the hash is gone and the log is one key.
+    await store.write(Array.from({ length: 4 }, (_, i) => record(`req_after_${2 + i}`, { credentialId: 'key_before', atMs: NOW - 5 + i })))
+    expect([await redis.exists(entries), await redis.zcard(lines)]).toEqual([0, 4])
+    // Another credential's entry, either layout, is not this one's.
+    expect([await store.get('key_other', 'live', 'req_before_2'), await store.get('key_other', 'live', 'req_after_1'), await store.get('key_before', 'test', 'req_after_1')]).toEqual([undefined, undefined, undefined])
   })
 
   it('writes more entries of one log than one call of the script takes at once', async () => {
@@ -120,8 +162,10 @@ describe('the logs of a batch, written by one call', () => {
     expect(await ids('key_trim_a', 'test')).toEqual(['req_trim_at_1', 'req_trim_at_0'])
     expect(await ids('key_trim_b', 'live')).toEqual(['req_trim_b_2', 'req_trim_b_1', 'req_trim_b_0'])
     for (const key of ['{key_trim_a}:live', '{key_trim_a}:test', '{key_trim_b}:live']) {
-      expect(await redis.hlen(`${prefix}reqlog:${key}:entries`), key).toBe(key.endsWith(':test') ? 2 : 3)
-      for (const part of ['lines', 'entries']) expect(await redis.pexpiretime(`${prefix}reqlog:${key}:${part}`), `${key}:${part}`).toBe(NOW + 86_400_000)
+      expect(await redis.zcard(`${prefix}reqlog:${key}:lines`), key).toBe(key.endsWith(':test') ? 2 : 3)
+      expect(await redis.pexpiretime(`${prefix}reqlog:${key}:lines`), key).toBe(NOW + 86_400_000)
+      // One key a log: the hash of the layout before is not made.
+      expect(await redis.exists(`${prefix}reqlog:${key}:entries`), key).toBe(0)
     }
   })
 })
@@ -130,17 +174,16 @@ describe('a log past its bounds by thousands', () => {
   it('keeps the newest within the retention and the count, whatever a write adds and drops', async () => {
     const store = new RequestLogStore(redis, prefix, { retentionDays: 1, maxPerCredential: 3000 }, () => NOW)
     const lines = `${prefix}reqlog:{key_bulk}:live:lines`
-    const entries = `${prefix}reqlog:{key_bulk}:live:entries`
     // 2,300 past the retention and 2,000 within it: more than a thousand go by age, under the
     // count's bound (a trim by count alone would keep 3,000).
     const old = Array.from({ length: 2300 }, (_, i) => record(`req_bulk_old_${i}`, { credentialId: 'key_bulk', atMs: NOW - 86_400_000 - 3000 + i }))
     const recent = Array.from({ length: 6510 }, (_, i) => record(`req_bulk_${i}`, { credentialId: 'key_bulk', atMs: NOW - 6510 + i }))
     await store.write([...old, ...recent.slice(0, 2000)])
-    expect([await redis.zcard(lines), await redis.hlen(entries)]).toEqual([2000, 2000])
+    expect(await redis.zcard(lines)).toBe(2000)
     // 4,510 more of one log in one write: added 500 a command (a single ZADD of them would pass
     // Lua's bound on unpack), and more than a thousand of the oldest go by count.
     await store.write(recent.slice(2000))
-    expect([await redis.zcard(lines), await redis.hlen(entries)]).toEqual([3000, 3000])
+    expect(await redis.zcard(lines)).toBe(3000)
     const newest = await store.list('key_bulk', 'live', {}, 1, 2)
     const oldest = await store.list('key_bulk', 'live', {}, 1500, 2)
     expect([newest.total, (JSON.parse(newest.json) as { id: string }[]).map((e) => e.id), (JSON.parse(oldest.json) as { id: string }[]).map((e) => e.id)])
@@ -177,7 +220,6 @@ describe('the calls of a write', () => {
 describe('the reads of a log', () => {
   const DAY = 86_400_000
   const log = Array.from({ length: 620 }, (_, i) => record(`req_read_${i}`, { credentialId: 'key_read', atMs: NOW - 620 + i }))
-  const idsOf = (json: string): string[] => (JSON.parse(json) as { id: string }[]).map((e) => e.id)
 
   it('lists a page newest first within a window, each bound exclusive, with how many the window holds', async () => {
     const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
@@ -218,8 +260,8 @@ describe('the reads of a log', () => {
     ]
     await store.write(batch)
     const dayKey = (at: number): string => `${namespace}reqlog:ids:${new Date(at).toISOString().slice(0, 10)}`
-    expect(await redis.hgetall(dayKey(NOW - DAY))).toEqual({ req_mix_1: 'key_mix_a live', req_mix_6: 'key_mix_a live', req_mix_4: 'key_mix_b test' })
-    expect(await redis.hgetall(dayKey(NOW))).toEqual({ req_mix_3: 'key_mix_a live', req_mix_2: 'key_mix_b test', req_mix_5: 'key_mix_a test' })
+    expect(await redis.hgetall(dayKey(NOW - DAY))).toEqual({ req_mix_1: `key_mix_a live ${NOW - DAY}`, req_mix_6: `key_mix_a live ${NOW - DAY}`, req_mix_4: `key_mix_b test ${NOW - DAY}` })
+    expect(await redis.hgetall(dayKey(NOW))).toEqual({ req_mix_3: `key_mix_a live ${NOW}`, req_mix_2: `key_mix_b test ${NOW}`, req_mix_5: `key_mix_a test ${NOW}` })
     for (const r of batch) expect(await store.find(r.id)).toBe(entryJson(r))
     expect(idsOf((await store.list('key_mix_a', 'live', {}, 1, 10)).json)).toEqual(['req_mix_3', 'req_mix_6', 'req_mix_1'])
   })
@@ -227,9 +269,9 @@ describe('the reads of a log', () => {
   it('finds a request id whatever its credential on each day of the retention, and not after it', async () => {
     const entry = record('req_days', { credentialId: 'key_days', mode: 'test' })
     await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).write([entry])
-    const lookUp = async (now: number): Promise<unknown> => new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => now).ownerOf('req_days')
-    expect(await lookUp(NOW)).toEqual({ credentialId: 'key_days', mode: 'test' })
-    expect(await lookUp(NOW + 7 * DAY)).toEqual({ credentialId: 'key_days', mode: 'test' })
+    const lookUp = async (now: number): Promise<unknown> => new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => now).locate('req_days')
+    expect(await lookUp(NOW)).toEqual({ credentialId: 'key_days', mode: 'test', atMs: NOW })
+    expect(await lookUp(NOW + 7 * DAY)).toEqual({ credentialId: 'key_days', mode: 'test', atMs: NOW })
     expect(await lookUp(NOW + 8 * DAY)).toBeUndefined()
     expect(await lookUp(NOW - DAY)).toBeUndefined()
     expect(await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).find('req_nobody')).toBeUndefined()
@@ -311,20 +353,28 @@ describe('a page with filters, found in Redis', () => {
     }
   })
 
-  it('refuses and keeps odd index lines as matchLine does', async () => {
+  it.each(['an entry', 'the layout before'])('refuses and keeps odd index lines as matchLine does, each line that of %s', async (layout) => {
     const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
     const lines = ['req_o1 404 GET - - ', 'req_o2 404 GET', 'req_o3  GET - - ', 'req_o4 404 GET - - k extra', 'req_o5 4e2 GET - - ', 'req_o6 abc GET - - ', 'req_o7 404.0 GET PROPERTY_NOT_FOUND /v1/properties k']
+    const credentialId = layout === 'an entry' ? 'key_odd_entry' : 'key_odd_before'
     for (const [i, line] of lines.entries()) {
       const id = line.slice(0, line.indexOf(' '))
-      await redis.zadd(`${prefix}reqlog:{key_odd}:live:lines`, NOW - i, line)
-      await redis.hset(`${prefix}reqlog:{key_odd}:live:entries`, id, storedEntry(record(id, { credentialId: 'key_odd' })))
+      const stored = storedEntry(record(id, { credentialId }))
+      if (layout === 'an entry') {
+        // The line put in place of a real entry's, the rest of its fields (after the tab) as written.
+        await redis.zadd(`${prefix}reqlog:{${credentialId}}:live:lines`, NOW - i, `${NOW - i} ${line}${stored.slice(stored.indexOf('\t'))}`)
+      } else {
+        await redis.zadd(`${prefix}reqlog:{${credentialId}}:live:lines`, NOW - i, line)
+        await redis.hset(`${prefix}reqlog:{${credentialId}}:live:entries`, id, stored)
+      }
     }
     const filters: RequestLogFilters[] = [{ status: { kind: 'exact', status: 404 } }, { status: { kind: 'exact', status: 400 } }, { status: { kind: 'errors' } }, { status: { kind: 'class', first: 4 } },
       { status: { kind: 'class', first: 0 } }, { method: 'GET' }, { code: 'PROPERTY_NOT_FOUND', route: '/v1/properties', idempotencyKey: 'k' }, { idempotencyKey: '' }]
     for (const f of filters) {
-      const found = await store.list('key_odd', 'live', f, 1, 10)
+      const found = await store.list(credentialId, 'live', f, 1, 10)
       const ids = lines.map((line) => matchLine(line, f)).filter((id): id is string => id !== undefined)
-      expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], JSON.stringify(f)).toEqual([ids.length, ids])
+      // The ids as written: an odd line makes an entry that is not valid JSON (a status of NaN).
+      expect([found.total, [...found.json.matchAll(/\{"id":"([^"]*)"/g)].map((match) => match[1])], JSON.stringify(f)).toEqual([ids.length, ids])
     }
   })
 })
