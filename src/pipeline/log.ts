@@ -8,7 +8,7 @@ import { entryOf } from '../request-log/entry.js'
 import type { RequestLogWriter } from '../request-log/writer.js'
 import { REQUEST_LOG_PATHS, type RoutePolicy } from '../routes/policy.js'
 import type { Tracing } from '../tracing/tracing.js'
-import { maybeQuoted, quoted } from '../json-string.js'
+import { maybeQuoted, maybeQuotedPlain, quoted, roundedText } from '../json-string.js'
 
 // After every response: one log line (docs/operations.md, "Logs"), the request metrics and,
 // when tracing is on, the end of the request's server span. None ever sees a key. The line is
@@ -19,11 +19,12 @@ import { maybeQuoted, quoted } from '../json-string.js'
 
 /** The line, ending in a newline: the fields in the order pino's line has them. */
 export function serializeLine(line: RequestLine): string {
-  return `{"level":"info","time":${line.time},"pid":${line.pid},"hostname":${quoted(line.hostname)},"reqId":${quoted(line.reqId)}`
-    + `,"traceId":${maybeQuoted(line.traceId)},"clientIp":${maybeQuoted(line.clientIp)},"method":${quoted(line.method)}`
-    + `,"route":${maybeQuoted(line.route)},"status":${line.status},"code":${maybeQuoted(line.code)},"durationMs":${line.durationMs}`
+  // The host's name quoted once; a trace id is hex; the durations are whole thousandths (roundedText).
+  return `{"level":"info","time":${line.time},"pid":${line.pid},"hostname":${line.hostname === HOSTNAME ? HOSTNAME_JSON : quoted(line.hostname)},"reqId":${quoted(line.reqId)}`
+    + `,"traceId":${maybeQuotedPlain(line.traceId)},"clientIp":${maybeQuoted(line.clientIp)},"method":${quoted(line.method)}`
+    + `,"route":${maybeQuoted(line.route)},"status":${line.status},"code":${maybeQuoted(line.code)},"durationMs":${roundedText(line.durationMs, 3)}`
     + `,"correlationId":${maybeQuoted(line.correlationId)},"keyId":${maybeQuoted(line.keyId)},"brand":${maybeQuoted(line.brand)}`
-    + `,"upstream":${maybeQuoted(line.upstream)},"upstreamStatus":${line.upstreamStatus ?? 'null'},"upstreamMs":${line.upstreamMs ?? 'null'}`
+    + `,"upstream":${maybeQuoted(line.upstream)},"upstreamStatus":${line.upstreamStatus ?? 'null'},"upstreamMs":${line.upstreamMs === null ? 'null' : roundedText(line.upstreamMs, 3)}`
     + `,"upstreamCut":${maybeQuoted(line.upstreamCut)},"cache":${maybeQuoted(line.cache)},"idempotency":${maybeQuoted(line.idempotency)},"msg":"request"}\n`
 }
 
@@ -55,6 +56,7 @@ export interface RequestLine {
 
 const PID = process.pid
 const HOSTNAME = hostname()
+const HOSTNAME_JSON = quoted(HOSTNAME)
 
 const AUTH_FAILURES = new Set<ErrorCode>([
   'MISSING_AUTH_HEADER', 'INVALID_AUTH_HEADER', 'INVALID_API_KEY', 'API_KEY_EXPIRED', 'API_KEY_SUSPENDED', 'BRAND_ACCESS_DENIED',

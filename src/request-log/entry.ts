@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { maybeQuoted, quoted, quotedList } from '../json-string.js'
+import { maybeQuoted, maybeQuotedPlain, quoted, quotedList, roundedText } from '../json-string.js'
 import { indexFields, indexLine } from './filters.js'
 
 // One entry of the request log (docs/partners.md, "The request log"): made after the answer
@@ -183,8 +183,9 @@ export function entryJson(record: RequestLogRecord): string {
  * character in its strings.
  */
 export function storedEntry(record: RequestLogRecord): string {
-  return `${record.atMs} ${indexLine(record)}\t[${maybeQuoted(record.secret)},${quoted(record.path)},[${quotedList(record.queryParameters)}],${record.durationMs}`
-    + `,${maybeQuoted(record.cache)},${record.replayed},${maybeQuoted(record.clientIp)},${maybeQuoted(record.userAgent)},${maybeQuoted(record.traceId)}]`
+  // The secret and the cache are words of their unions, a trace id hex: nothing in them to escape.
+  return `${record.atMs} ${indexLine(record)}\t[${maybeQuotedPlain(record.secret)},${quoted(record.path)},[${quotedList(record.queryParameters)}],${roundedText(record.durationMs, 1)}`
+    + `,${maybeQuotedPlain(record.cache)},${record.replayed},${maybeQuoted(record.clientIp)},${maybeQuoted(record.userAgent)},${maybeQuotedPlain(record.traceId)}]`
 }
 
 type StoredRest = [RequestLogRecord['secret'], string, string[], number, RequestLogRecord['cache'], boolean, string | null, string | null, string | null]
