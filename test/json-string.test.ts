@@ -5,7 +5,7 @@ import { maybeQuoted, maybeQuotedPlain, quoted, quotedList, roundedText } from '
 // JSON.stringify writes, or a reader fails to parse a line or an entry.
 
 describe('a duration written from its whole units', () => {
-  it('is the text String and JSON.stringify write, for every tenth and thousandth up to two hundred seconds', () => {
+  it('is the text String and JSON.stringify write, for every tenth of a ms up to 20 s and every thousandth up to 200 ms', () => {
     for (let units = 0; units <= 200_000; units += 1) {
       const tenths = Math.round((units / 10) * 10) / 10
       const thousandths = Math.round((units / 1000) * 1000) / 1000
@@ -14,7 +14,7 @@ describe('a duration written from its whole units', () => {
     }
   })
 
-  it('is that text for durations rounded as the gateway rounds them, long ones included', () => {
+  it('is that text for durations rounded as the gateway rounds them, of up to three hours', () => {
     // A fixed sequence, not Math.random: a failure names the value and fails again.
     let seed = 12_345
     for (let i = 0; i < 50_000; i += 1) {

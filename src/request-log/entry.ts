@@ -176,9 +176,9 @@ export function entryJson(record: RequestLogRecord): string {
 /**
  * What Redis keeps of an entry, one line: its arrival (epoch ms), its index line (filters.ts,
  * the fields a filter reads, unquoted) and, after a tab, the rest of its fields as a JSON array
- * without their names. Its credential and mode are not in it: the log's key names them. The
- * store's script takes the arrival and the index line from it (store.ts), so no field is
- * written twice; a reader makes the JSON again (`storedEntryJson`). Neither part can hold a
+ * without their names. Its credential and mode are not in it: the log's key names them. It
+ * is the member of the log's sorted set, scored by the arrival the store's script takes from
+ * it (store.ts), so no field is written twice; a reader makes the JSON again (`storedEntryJson`). Neither part can hold a
  * tab or a line break: the index line's fields hold none, and JSON escapes every control
  * character in its strings.
  */

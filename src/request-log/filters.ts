@@ -7,8 +7,8 @@ import type { RequestLogEntry } from './entry.js'
 // cannot describe are checked here: `status` (a code, a class or `errors`), `route` (a
 // template of the route table, with the nearest suggested) and `code` (one of the catalog).
 //
-// Each entry is indexed by a line of its filterable fields (`indexLine`), so a page is found
-// by reading these lines, never every entry's JSON; `matchLine` is the rule a line passes by.
+// Each entry begins with a line of its filterable fields (`indexLine`): a page is found by these
+// lines where the entries are kept, never by parsing an entry's JSON; `matchLine` is their rule.
 
 export interface RequestLogFilters {
   status?: { kind: 'exact'; status: number } | { kind: 'class'; first: number } | { kind: 'errors' }

@@ -174,7 +174,7 @@ describe('the CSV export', () => {
 
   it('refuses a window of more than 100,000 entries, an unknown credential and a bad time', async () => {
     const { id } = await t.keyWithId()
-    // The index lines alone: what the count reads.
+    // Index lines alone (as the layout before December 2026 kept them, without their hash): what the count reads.
     const lines = `${t.prefix}reqlog:{${id}}:live:lines`
     const now = Date.now()
     for (let from = 0; from < 100_001; from += 10_000) {

@@ -204,7 +204,7 @@ describe('what is never kept', () => {
     await logOf(key, 3)
     const stored: string[] = []
     for (const name of (await keysUnder(redis, t.prefix)).filter((k) => k.includes('reqlog:'))) {
-      // The entries and the request id index are hashes, the index lines a sorted set.
+      // The request id index is a hash, a log's entries a sorted set.
       stored.push(...(await redis.type(name) === 'hash' ? Object.entries(await redis.hgetall(name)).flat() : await redis.zrange(name, '0', '-1')))
     }
     const texts = [...stored, ...t.logs.lines]

@@ -93,44 +93,50 @@ describe('a batch written as one argument per log', () => {
     expect([page.total, JSON.parse(page.json)]).toEqual([2, [seen(record('req_after', { credentialId: 'key_whole', atMs: NOW + 1 })), seen(old)]])
   })
 
-  it('reads a log kept in the layout before (index lines, a hash of entries) beside entries written after it, and trims both', async () => {
+  it('reads a log kept in the layout before (index lines, a hash of entries) among entries written after it, and trims both', async () => {
     const store = new RequestLogStore(redis, `${prefix}before:`, { retentionDays: 1, maxPerCredential: 4 }, () => NOW)
     const lines = `${prefix}before:reqlog:{key_before}:live:lines`
     const entries = `${prefix}before:reqlog:{key_before}:live:entries`
     const day = `${prefix}before:reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`
-    // As the layout before wrote them: the index line the member, the entry in the hash, the day's index without the arrival.
+    // As the layout before wrote them: the index line the member, the entry in the hash, the
+    // day's index without the arrival. One arrives between the two written after (an instance
+    // of the version before still writing while a deploy replaces instances).
     const old = [record('req_before_gone', { credentialId: 'key_before', atMs: NOW - 86_400_001 }),
-      ...Array.from({ length: 3 }, (_, i) => record(`req_before_${i}`, { credentialId: 'key_before', atMs: NOW - 30 + i, status: 404 + i }))]
+      ...Array.from({ length: 3 }, (_, i) => record(`req_before_${i}`, { credentialId: 'key_before', atMs: NOW - 30 + i, status: 404 + i })),
+      record('req_before_late', { credentialId: 'key_before', atMs: NOW - 15, status: 500 })]
     for (const r of old) {
       await redis.zadd(lines, r.atMs, indexLine(r))
       await redis.hset(entries, r.id, storedEntry(r))
       await redis.hset(day, r.id, 'key_before live')
     }
-    const before = old.slice(1)
-    expect(idsOf((await store.list('key_before', 'live', {}, 1, 10)).json)).toEqual(['req_before_2', 'req_before_1', 'req_before_0', 'req_before_gone'])
-    const after = [record('req_after_0', { credentialId: 'key_before', atMs: NOW - 20, status: 404 }), record('req_after_1', { credentialId: 'key_before', atMs: NOW - 10 })]
+    const [, before0, before1, before2, late] = old as [RequestLogRecord, RequestLogRecord, RequestLogRecord, RequestLogRecord, RequestLogRecord]
+    expect(idsOf((await store.list('key_before', 'live', {}, 1, 10)).json)).toEqual(['req_before_late', 'req_before_2', 'req_before_1', 'req_before_0', 'req_before_gone'])
+    const after = [record('req_after_0', { credentialId: 'key_before', atMs: NOW - 20, status: 404 }), record('req_after_1', { credentialId: 'key_before', atMs: NOW - 10 })] as [RequestLogRecord, RequestLogRecord]
     await store.write(after)
-    // Past the retention and past the count: the oldest line of each layout goes.
+    // Past the retention and past the count: the oldest lines go, of either layout.
+    const kept = [after[1], late, after[0], before2]
     const all = await store.list('key_before', 'live', {}, 1, 10)
-    expect([all.total, JSON.parse(all.json)]).toEqual([4, [after[1], after[0], before[2], before[1]].map((r) => seen(r as RequestLogRecord))])
+    expect([all.total, JSON.parse(all.json)]).toEqual([4, kept.map(seen)])
     const notFound = await store.list('key_before', 'live', { status: { kind: 'exact', status: 404 } }, 1, 10)
-    expect([notFound.total, JSON.parse(notFound.json)]).toEqual([1, [seen(after[0] as RequestLogRecord)]])
-    const errors = await store.list('key_before', 'live', { status: { kind: 'errors' } }, 1, 2)
-    expect([errors.total, idsOf(errors.json)]).toEqual([3, ['req_after_0', 'req_before_2']])
+    expect([notFound.total, JSON.parse(notFound.json)]).toEqual([1, [seen(after[0])]])
+    const errors = await store.list('key_before', 'live', { status: { kind: 'errors' } }, 1, 10)
+    expect([errors.total, JSON.parse(errors.json)]).toEqual([3, [late, after[0], before2].map(seen)])
+    const errorsFrom2 = await store.list('key_before', 'live', { status: { kind: 'errors' } }, 2, 2)
+    expect([errorsFrom2.total, idsOf(errorsFrom2.json)]).toEqual([3, ['req_before_2']])
     const exported: unknown[] = []
     for await (const chunk of store.entries('key_before', 'live', undefined, NOW)) exported.push(...chunk)
-    expect(exported).toEqual([after[1], after[0], before[2], before[1]].map((r) => seen(r as RequestLogRecord)))
-    for (const r of [...after, before[2], before[1]] as RequestLogRecord[]) {
-      expect([await store.get('key_before', 'live', r.id), await store.find(r.id)], r.id).toEqual([entryJson(r), entryJson(r)])
-    }
+    expect(exported).toEqual(kept.map(seen))
+    for (const r of kept) expect([await store.get('key_before', 'live', r.id), await store.find(r.id)], r.id).toEqual([entryJson(r), entryJson(r)])
     // An entry of the layout before goes with its line, from the hash too.
-    expect((await redis.hkeys(entries)).sort()).toEqual(['req_before_1', 'req_before_2'])
-    expect([await store.get('key_before', 'live', 'req_before_0'), await store.get('key_before', 'live', 'req_before_gone')]).toEqual([undefined, undefined])
+    expect((await redis.hkeys(entries)).sort()).toEqual(['req_before_2', 'req_before_late'])
+    expect([await store.get('key_before', 'live', before0.id), await store.get('key_before', 'live', before1.id), await store.get('key_before', 'live', 'req_before_gone')])
+      .toEqual([undefined, undefined, undefined])
+    // Another credential's entry, either layout, is not this one's.
+    expect([await store.get('key_other', 'live', 'req_before_late'), await store.get('key_other', 'live', 'req_after_1'), await store.get('key_before', 'test', 'req_after_1')])
+      .toEqual([undefined, undefined, undefined])
     // Once the last of them is trimmed, the hash is gone and the log is one key.
     await store.write(Array.from({ length: 4 }, (_, i) => record(`req_after_${2 + i}`, { credentialId: 'key_before', atMs: NOW - 5 + i })))
     expect([await redis.exists(entries), await redis.zcard(lines)]).toEqual([0, 4])
-    // Another credential's entry, either layout, is not this one's.
-    expect([await store.get('key_other', 'live', 'req_before_2'), await store.get('key_other', 'live', 'req_after_1'), await store.get('key_before', 'test', 'req_after_1')]).toEqual([undefined, undefined, undefined])
   })
 
   it('writes more entries of one log than one call of the script takes at once', async () => {
