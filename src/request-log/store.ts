@@ -11,7 +11,8 @@ import { filtersFields, type RequestLogFilters } from './filters.js'
 // retention and the oldest beyond the count; the key expires a retention after the last write.
 // Beside it, for the look-up of a request id:
 //   {ns}reqlog:ids:<UTC day>       HASH   request id -> "<credential id> <mode> <epoch ms of its arrival>" of the entries that arrived that day
-// one per day, so that it goes whole a retention after its day ends (docs/architecture.md §D80).
+// one per day, so that it goes whole a retention after its day ends (docs/architecture.md §D80),
+// written by the logs' script (on a Cluster, where it is in a slot of its own, by a call of its own).
 //
 // Before 2026-12, a log was two keys: its sorted set held each entry's index line alone, and
 // a hash `{ns}reqlog:{id}:{mode}:entries` held the entry by request id (the day's index named
@@ -29,93 +30,106 @@ const EXPORT_CHUNK = 500
 // A batch goes to Redis as one argument per log, not two per entry: the client's encoding of
 // each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
 // log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
-// rest>`, entry.ts): the script takes each entry and its score from its line, so no field is
-// sent twice, and makes one ZADD per 500 entries. One call writes up to LOGS_PER_CALL logs of a
-// batch (on a Cluster, where each log's key is in its credential's slot, one log): a call
-// per log cost the gateway more than the entries themselves when a batch held a few entries
-// of each of many credentials, and a bound keeps each script short, since Redis serves no
-// one else while it runs (docs/performance.md, "2026-11-30: a batch's logs in one call").
+// rest>`, entry.ts): the script takes each entry, its score and its request id from its line,
+// so no field is sent twice, and makes one ZADD per 500 entries. One call writes up to
+// LOGS_PER_CALL logs of a batch and the day's request id index of their entries (on a
+// Cluster, where each log's key is in its credential's slot and the index's in a slot of its
+// own, one log, or one day's index): a call per log cost the gateway more than the entries
+// themselves when a batch held a few entries of each of many credentials, and a bound keeps
+// each script short, since Redis serves no one else while it runs (docs/performance.md,
+// "2026-11-30: a batch's logs in one call"). The index written by the logs' own script costs
+// the gateway no text of its own and a call less per batch, and an entry and its index field
+// are written together (docs/performance.md, "2026-11-30 (evening): the index in the logs' script").
 //
-// KEYS: each log's sorted set and the hash of the layout before, in pairs; ARGV: cutoff (epoch ms: older goes), the most entries a log keeps,
-// when the keys expire, then each log's text, in the order of its keys. The entry is the
-// sorted set's member, so a trim is one command by score and one by rank, and an entry costs
-// Redis one insert, not one in a sorted set and one in a hash (docs/performance.md, "2026-11-30
-// (afternoon): an entry kept once"). Returns the entries written.
+// KEYS: each log's sorted set and the hash of the layout before, in pairs (none in a call that
+// writes the index alone), then the index's key of each day from the first. ARGV: cutoff
+// (epoch ms: older goes), the most entries a log keeps, when the logs expire, the first day's
+// number (epoch ms / 86,400,000), the number of days, when each day's key expires, then each
+// log's owner (`<credential id> <mode>`) and text, in the order of its keys. An entry of a day
+// without a key is left to another call's index. The entry is the sorted set's member, so a
+// trim is one command by score and one by rank, and an entry costs Redis one insert, not one
+// in a sorted set and one in a hash (docs/performance.md, "2026-11-30 (afternoon): an entry
+// kept once"). Returns the entries written to logs.
 export const WRITE_SCRIPT = `
 local cutoff, most, expireAt = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local firstDay, days = tonumber(ARGV[4]), tonumber(ARGV[5])
+local logs = (#ARGV - 5 - days) / 2
+-- The index's keys follow the logs' (a call of the index alone has no log keys).
+local dayKeys, writesLogs = #KEYS - days, #KEYS > days
+-- Each day's index fields not yet set: a HSET every 500 entries, and one for the rest.
+local fields = {}
+for day = 1, days do fields[day] = {} end
 local n = 0
-for log = 1, #KEYS / 2 do
+for log = 1, logs do
   local key, before = KEYS[2 * log - 1], KEYS[2 * log]
+  local owner = ARGV[4 + days + 2 * log] .. ' '
   local members, count = {}, 0
-  -- Lua's unpack has a bound: a ZADD every 500 entries, and one for the rest.
-  for stored, score in string.gmatch(ARGV[3 + log], '(([^ ]*) [^\\n]*)\\n') do
-    members[2 * count + 1] = score
-    members[2 * count + 2] = stored
-    count = count + 1
-    if count == 500 then
+  for stored, score, id in string.gmatch(ARGV[5 + days + 2 * log], '(([^ ]*) ([^ ]*)[^\\n]*)\\n') do
+    if days > 0 then
+      local day = math.floor(tonumber(score) / ${DAY_MS}) - firstDay + 1
+      local waiting = fields[day]
+      if waiting ~= nil then
+        waiting[#waiting + 1] = id
+        waiting[#waiting + 1] = owner .. score
+        if #waiting == 1000 then
+          redis.call('HSET', KEYS[dayKeys + day], unpack(waiting))
+          fields[day] = {}
+        end
+      end
+    end
+    if writesLogs then
+      -- Lua's unpack has a bound: a ZADD every 500 entries, and one for the rest.
+      members[2 * count + 1] = score
+      members[2 * count + 2] = stored
+      count = count + 1
+      if count == 500 then
+        redis.call('ZADD', key, unpack(members))
+        n = n + count
+        members, count = {}, 0
+      end
+    end
+  end
+  if writesLogs then
+    if count > 0 then
       redis.call('ZADD', key, unpack(members))
       n = n + count
-      members, count = {}, 0
     end
-  end
-  if count > 0 then
-    redis.call('ZADD', key, unpack(members))
-    n = n + count
-  end
-  if redis.call('EXISTS', before) == 0 then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. cutoff)
-    local over = redis.call('ZCARD', key) - most
-    if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
-  else
-    -- Lines of the layout before (no tab) have their entries in the hash: each goes with its
-    -- line, a thousand lines at a time, until the hash is empty and Redis removes it.
-    local function trim(lines)
-      local ids = {}
-      for i = 1, #lines do
-        if not string.find(lines[i], '\\t', 1, true) then ids[#ids + 1] = string.match(lines[i], '^[^ ]*') end
+    if redis.call('EXISTS', before) == 0 then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. cutoff)
+      local over = redis.call('ZCARD', key) - most
+      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
+    else
+      -- Lines of the layout before (no tab) have their entries in the hash: each goes with its
+      -- line, a thousand lines at a time, until the hash is empty and Redis removes it.
+      local function trim(lines)
+        local ids = {}
+        for i = 1, #lines do
+          if not string.find(lines[i], '\\t', 1, true) then ids[#ids + 1] = string.match(lines[i], '^[^ ]*') end
+        end
+        if #ids > 0 then redis.call('HDEL', before, unpack(ids)) end
+        redis.call('ZREMRANGEBYRANK', key, 0, #lines - 1)
       end
-      if #ids > 0 then redis.call('HDEL', before, unpack(ids)) end
-      redis.call('ZREMRANGEBYRANK', key, 0, #lines - 1)
+      while true do
+        local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
+        if #old == 0 then break end
+        trim(old)
+      end
+      local over = redis.call('ZCARD', key) - most
+      while over > 0 do
+        local take = math.min(over, 1000)
+        trim(redis.call('ZRANGE', key, 0, take - 1))
+        over = over - take
+      end
     end
-    while true do
-      local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
-      if #old == 0 then break end
-      trim(old)
-    end
-    local over = redis.call('ZCARD', key) - most
-    while over > 0 do
-      local take = math.min(over, 1000)
-      trim(redis.call('ZRANGE', key, 0, take - 1))
-      over = over - take
-    end
+    redis.call('PEXPIREAT', key, expireAt)
   end
-  redis.call('PEXPIREAT', key, expireAt)
+end
+for day = 1, days do
+  if #fields[day] > 0 then redis.call('HSET', KEYS[dayKeys + day], unpack(fields[day])) end
+  -- A day's key that got no field here may not exist: PEXPIREAT then does nothing.
+  redis.call('PEXPIREAT', KEYS[dayKeys + day], ARGV[5 + day])
 end
 return n
-`
-
-// A day's request id index, its fields in one argument too: the entries of each log, its
-// owner once, `<credential id> <mode>\n`, then `<request id> <epoch ms>` a line, and an empty
-// line (a request id holds no space or line break, an owner no line break). KEYS: the day's
-// key; ARGV: when it expires, the text.
-export const IDS_SCRIPT = `
-local fields, owner = {}, nil
-for line in string.gmatch(ARGV[2], '([^\\n]*)\\n') do
-  if line == '' then owner = nil
-  elseif owner == nil then owner = line .. ' '
-  else
-    local id, at = string.match(line, '^([^ ]*) (.*)$')
-    fields[#fields + 1] = id
-    fields[#fields + 1] = owner .. at
-    if #fields >= 1000 then
-      redis.call('HSET', KEYS[1], unpack(fields))
-      fields = {}
-    end
-  end
-end
-if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
-redis.call('PEXPIREAT', KEYS[1], ARGV[1])
-return 1
 `
 
 // A page with filters, found inside Redis (the gateway reads only the page's entries): walks
@@ -212,7 +226,6 @@ end
 return page
 `
 
-type IdsCommand = (key: string, expireAt: number, text: Buffer) => Promise<number>
 type PageCommand = (lines: string, entries: string, ...args: (string | number)[]) => Promise<[number, ...string[]]>
 
 /** A filter as the page's script takes it: '' when not sent, else '=' and its value (which may be empty). */
@@ -232,8 +245,8 @@ export interface RequestLogPage {
 }
 
 /**
- * Bytes a write's buffer starts with: a batch of 500 entries of ~300 bytes and their request ids
- * (~170 KiB) fits, with the room each text's append asks for (3 bytes a character).
+ * Bytes a write's buffer starts with: a batch of 500 entries of ~300 bytes (~150 KiB) fits, with
+ * the room each text's append asks for (3 bytes a character).
  */
 const BATCH_BYTES = 512 * 1024
 
@@ -268,27 +281,26 @@ class BatchBytes {
   }
 }
 
-/** The request ids of `owner`'s log that arrived on `day`, each with its arrival, made empty on first use. */
-function idsOf(byDay: Map<number, Map<string, string[]>>, day: number, owner: string): string[] {
-  let owners = byDay.get(day)
-  if (owners === undefined) byDay.set(day, owners = new Map())
-  let ids = owners.get(owner)
-  if (ids === undefined) owners.set(owner, ids = [])
-  return ids
+/** A log's text in a write's bytes, and the days its entries arrived on (epoch ms / DAY_MS). */
+interface LogText {
+  credentialId: string
+  mode: RequestLogRecord['mode']
+  start: number
+  end: number
+  firstDay: number
+  lastDay: number
 }
 
 export class RequestLogStore {
   /** The buffer of the last write, for the next (undefined while a write holds it). */
   private spare: BatchBytes | undefined
   private readonly now: () => number
-  private readonly writeLogs: (keys: readonly string[], args: readonly (number | Buffer)[]) => Promise<number>
-  private readonly writeIds: IdsCommand
+  private readonly writeLogs: (keys: readonly string[], args: readonly (string | number | Buffer)[]) => Promise<number>
   private readonly findPage: PageCommand
 
   constructor(private readonly redis: RedisClient, private readonly namespace: string, private readonly retention: RetentionSettings, now?: () => number) {
     this.now = now ?? Date.now
     this.writeLogs = redisScriptOverKeys<number>(redis, WRITE_SCRIPT)
-    this.writeIds = redisScript<IdsCommand>(redis, 1, IDS_SCRIPT)
     this.findPage = redisScript<PageCommand>(redis, 2, PAGE_SCRIPT)
   }
 
@@ -302,7 +314,11 @@ export class RequestLogStore {
     return [`${base}:lines`, `${base}:entries`]
   }
 
-  /** Writes entries (any credentials') and trims each credential's log: one script for every log (on a Cluster, one per log), one per day of the id index. */
+  /**
+   * Writes entries (any credentials'), trims each credential's log and indexes each request id
+   * on its day: one script for every LOGS_PER_CALL logs; on a Cluster, one per log and one per
+   * day of the index.
+   */
   async write(records: readonly RequestLogRecord[]): Promise<void> {
     // By mode, then by the credential's id as the entry holds it (the principal's own string,
     // whose hash V8 keeps), not by a name made per entry, which every look-up had to flatten and
@@ -321,43 +337,44 @@ export class RequestLogStore {
     // (docs/performance.md, "The request log").
     const bytes = this.spare ?? new BatchBytes(BATCH_BYTES)
     this.spare = undefined
-    // The request ids of each day, by log: a log's entries nearly always arrived on one day.
-    const byDay = new Map<number, Map<string, string[]>>()
-    const logs = [...byMode.live.values(), ...byMode.test.values()].map((log) => {
+    const logs = [...byMode.live.values(), ...byMode.test.values()].map((log): LogText => {
       const first = log[0] as RequestLogRecord
-      const name = `${first.credentialId} ${first.mode}`
       const start = bytes.length
-      let day = Number.NaN
-      let ids: string[] = []
+      let earliest = first.atMs
+      let latest = first.atMs
       for (const record of log) {
         bytes.append(`${storedEntry(record)}\n`)
-        const arrived = Math.floor(record.atMs / DAY_MS)
-        if (arrived !== day) {
-          day = arrived
-          ids = idsOf(byDay, day, name)
-        }
-        ids.push(`${record.id} ${record.atMs}`)
+        if (record.atMs < earliest) earliest = record.atMs
+        else if (record.atMs > latest) latest = record.atMs
       }
-      return { record: first, start, end: bytes.length }
-    })
-    const days = [...byDay].map(([day, owners]) => {
-      const start = bytes.length
-      for (const [name, ids] of owners) bytes.append(`${name}\n${ids.join('\n')}\n\n`)
-      return { day, start, end: bytes.length }
+      return { credentialId: first.credentialId, mode: first.mode, start, end: bytes.length, firstDay: Math.floor(earliest / DAY_MS), lastDay: Math.floor(latest / DAY_MS) }
     })
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    // On a Cluster each log's keys are in the slot of its credential; elsewhere a call takes up to LOGS_PER_CALL.
-    const perCall = this.redis instanceof Cluster ? 1 : LOGS_PER_CALL
-    const calls = Array.from({ length: Math.ceil(logs.length / perCall) }, (_, i) => logs.slice(i * perCall, (i + 1) * perCall))
-    // The index's days live in other hash slots than the logs: written beside them, not in their script.
-    const sent = await Promise.allSettled([
-      ...calls.map(async (call) => this.writeLogs(
-        call.flatMap(({ record }) => this.keys(record.credentialId, record.mode)),
-        [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, ...call.map(({ start, end }) => bytes.slice(start, end))],
-      )),
-      ...days.map(async ({ day, start, end }) => this.writeIds(this.idsKey(day * DAY_MS), (day + 1) * DAY_MS + retentionMs, bytes.slice(start, end))),
-    ])
+    const call = async (texts: readonly LogText[], withLogs: boolean, firstDay: number, lastDay: number): Promise<number> => {
+      const days = Array.from({ length: lastDay - firstDay + 1 }, (_, i) => firstDay + i)
+      return this.writeLogs(
+        [...(withLogs ? texts.flatMap((log) => this.keys(log.credentialId, log.mode)) : []), ...days.map((day) => this.idsKey(day * DAY_MS))],
+        [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, firstDay, days.length, ...days.map((day) => (day + 1) * DAY_MS + retentionMs),
+          ...texts.flatMap((log) => [`${log.credentialId} ${log.mode}`, bytes.slice(log.start, log.end)])],
+      )
+    }
+    let calls: Promise<number>[]
+    if (this.redis instanceof Cluster) {
+      // Each log's keys are in the slot of its credential, each day's index in one of its own:
+      // a call per log, and one per day with the texts of the logs that hold entries of it.
+      const firstDay = Math.min(...logs.map((log) => log.firstDay))
+      const lastDay = Math.max(...logs.map((log) => log.lastDay))
+      calls = [
+        ...logs.map(async (log) => call([log], true, 0, -1)),
+        ...Array.from({ length: lastDay - firstDay + 1 }, (_, i) => firstDay + i).map(async (day) =>
+          call(logs.filter((log) => log.firstDay <= day && day <= log.lastDay), false, day, day)),
+      ]
+    } else {
+      calls = Array.from({ length: Math.ceil(logs.length / LOGS_PER_CALL) }, (_, i) => logs.slice(i * LOGS_PER_CALL, (i + 1) * LOGS_PER_CALL))
+        .map(async (texts) => call(texts, true, Math.min(...texts.map((log) => log.firstDay)), Math.max(...texts.map((log) => log.lastDay))))
+    }
+    const sent = await Promise.allSettled(calls)
     const failed = sent.find((result) => result.status === 'rejected')
     if (failed !== undefined) {
       // Not given to the next write: a refused or timed-out command may yet be sent again from

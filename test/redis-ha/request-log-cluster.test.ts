@@ -9,13 +9,15 @@ import { eventually, testPrefix } from '../helpers/redis.js'
 
 // The request log's writes on a Redis Cluster (docs/architecture.md, "The request log"): a
 // batch holds entries of many credentials, whose logs live in the slots of their credentials;
-// elsewhere one script writes every log of a batch, on a Cluster each log is written in its
-// own slot, so no entry of a batch is lost to a cross-slot refusal.
+// elsewhere one script writes every log of a batch and the request id index of its entries, on
+// a Cluster each log is written in its own slot and each day's index in its own, so no entry of
+// a batch is lost to a cross-slot refusal.
 
 const missing = haRedisMissing()
 if (missing !== undefined) console.warn(`skipping the Cluster request log tests: ${missing}`)
 
 const NOW = Math.floor(Date.now() / 86_400_000) * 86_400_000 + 12 * 3_600_000
+const DAY = 86_400_000
 
 function record(id: string, credentialId: string, atMs: number): RequestLogRecord {
   return {
@@ -52,5 +54,19 @@ describe.skipIf(missing !== undefined)('the request log on a Redis Cluster', () 
       expect([page.total, (JSON.parse(page.json) as { id: string }[]).map((e) => e.id)], credentialId).toEqual([2, [`req_c${i}_2`, `req_c${i}_1`]])
       expect(JSON.parse(await store.find(`req_c${i}_2`) ?? 'null')).toMatchObject({ id: `req_c${i}_2`, credentialId, mode: 'live' })
     }
+  })
+
+  it('indexes each request id on the day it arrived, each day\'s index written in its own slot', async () => {
+    // A namespace of its own: each day's index then holds these entries and nothing else.
+    const namespace = `${prefix}days:`
+    const store = new RequestLogStore(redis, namespace, { retentionDays: 1, maxPerCredential: 10 }, () => NOW)
+    const batch = [record('req_days_0', 'key_days_a', NOW - DAY + 5), record('req_days_1', 'key_days_b', NOW - DAY + 6), record('req_days_2', 'key_days_a', NOW)]
+    await store.write(batch)
+    const dayKey = (at: number): string => `${namespace}reqlog:ids:${new Date(at).toISOString().slice(0, 10)}`
+    expect([await redis.hgetall(dayKey(NOW - DAY)), await redis.hgetall(dayKey(NOW))]).toEqual([
+      { req_days_0: `key_days_a live ${NOW - DAY + 5}`, req_days_1: `key_days_b live ${NOW - DAY + 6}` },
+      { req_days_2: `key_days_a live ${NOW}` },
+    ])
+    for (const r of batch) expect(JSON.parse(await store.get(r.credentialId, 'live', r.id) ?? 'null'), r.id).toMatchObject({ id: r.id, credentialId: r.credentialId, at: new Date(r.atMs).toISOString() })
   })
 })

@@ -15,6 +15,7 @@ const prefix = testPrefix()
 // Noon of today (UTC): the keys expire a retention after it by the real clock, so a fixed date
 // would have them gone at once once the retention after it has passed.
 const NOW = Math.floor(Date.now() / 86_400_000) * 86_400_000 + 12 * 3_600_000
+const DAY = 86_400_000
 
 afterAll(async () => {
   await removePrefix(redis, prefix)
@@ -200,22 +201,35 @@ describe('a log past its bounds by thousands', () => {
 })
 
 describe('the calls of a write', () => {
-  it(`writes up to ${LOGS_PER_CALL} logs a call, and the day's request ids in one more`, async () => {
+  it(`writes up to ${LOGS_PER_CALL} logs a call, each with its entries' request ids on their days, in no call of its own`, async () => {
     // A server of the test's own: its command statistics count this test's calls alone.
     const server = await PrivateRedis.start()
     const own = new Redis(server.url)
     try {
-      const store = new RequestLogStore(own, 'calls:', { retentionDays: 1, maxPerCredential: 10 }, () => NOW)
+      const store = new RequestLogStore(own, 'calls:', { retentionDays: 1, maxPerCredential: 1000 }, () => NOW)
       // Loaded once, so that every call below is an EVALSHA.
       await store.write([record('req_warm', { credentialId: 'key_warm' })])
       await own.config('RESETSTAT')
       const credentials = LOGS_PER_CALL + 8
-      await store.write(Array.from({ length: credentials * 2 }, (_, i) => record(`req_calls_${i}`, { credentialId: `key_calls${i % credentials}` })))
+      // The first log's 600 entries arrive on two days, 501 on the day before: the index's
+      // fields of a day are set 500 entries at a time.
+      const yesterday = Array.from({ length: 501 }, (_, i) => record(`req_before_${i}`, { credentialId: 'key_calls0', atMs: NOW - DAY + i }))
+      const today = Array.from({ length: 99 }, (_, i) => record(`req_today_${i}`, { credentialId: 'key_calls0', atMs: NOW - 1000 + i }))
+      const others = Array.from({ length: credentials * 2 }, (_, i) => record(`req_calls_${i}`, { credentialId: `key_calls${i % credentials}` }))
+      await store.write([...yesterday, ...others, ...today])
       const calls = await commandCalls(own)
-      expect(calls.evalsha).toBe(2 + 1)
-      // Each log added to once: no log in two calls.
-      expect(calls.zadd).toBe(credentials)
-      for (let i = 0; i < credentials; i += 13) expect((await store.list(`key_calls${i}`, 'live', {}, 1, 10)).total).toBe(2)
+      expect(calls.evalsha).toBe(2)
+      // Each log added to once, the first in two ZADDs (500 and 102): no log in two calls.
+      expect(calls.zadd).toBe(credentials + 1)
+      // The first call's day before in two (500 entries, then 1), its today in one (99 + 64), the
+      // second call's today in one (16).
+      expect(calls.hset).toBe(2 + 1 + 1)
+      expect([await own.hlen(`calls:reqlog:ids:${new Date(NOW - DAY).toISOString().slice(0, 10)}`), await own.hlen(`calls:reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`)])
+        .toEqual([501, 99 + credentials * 2 + 1])
+      for (const r of [yesterday[0], yesterday[500], today[98], others[0], others[credentials * 2 - 1]] as RequestLogRecord[]) {
+        expect(await store.get(r.credentialId, 'live', r.id), r.id).toBe(entryJson(r))
+      }
+      for (let i = 1; i < credentials; i += 13) expect((await store.list(`key_calls${i}`, 'live', {}, 1, 10)).total).toBe(2)
     } finally {
       own.disconnect()
       await server.stop()
@@ -224,7 +238,6 @@ describe('the calls of a write', () => {
 })
 
 describe('the reads of a log', () => {
-  const DAY = 86_400_000
   const log = Array.from({ length: 620 }, (_, i) => record(`req_read_${i}`, { credentialId: 'key_read', atMs: NOW - 620 + i }))
 
   it('lists a page newest first within a window, each bound exclusive, with how many the window holds', async () => {
