@@ -1,7 +1,8 @@
 import type { RedisClient } from '../redis.js'
 import { Cluster } from 'ioredis'
 import { redisScript, redisScriptOverKeys } from '../redis-script.js'
-import { storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
+import { BATCH_BYTES, BatchBytes, DAY_MS, EntryBatch, type LogLines } from './batch.js'
+import { storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
 import { filtersFields, type RequestLogFilters } from './filters.js'
 
 // Where the request log lives (docs/architecture.md, "The request log"). Per credential and
@@ -19,7 +20,6 @@ import { filtersFields, type RequestLogFilters } from './filters.js'
 // no arrival). Such lines hold no tab; they are read through that hash until the retention has
 // taken them (docs/architecture.md, "The request log").
 
-const DAY_MS = 86_400_000
 /** Entries a page's script reads per call while it walks a log for the filters. */
 const SCAN_CHUNK = 1000
 /** Logs one call of the write script takes at most (on one server or through Sentinel). */
@@ -244,56 +244,49 @@ export interface RequestLogPage {
   total: number
 }
 
-/**
- * Bytes a write's buffer starts with: a batch of 500 entries of ~300 bytes (~150 KiB) fits, with
- * the room each text's append asks for (3 bytes a character).
- */
-const BATCH_BYTES = 512 * 1024
-
-/** Text written as UTF-8 into one buffer, grown when a text might not fit; its slices are what is sent. */
-class BatchBytes {
-  private buffer: Buffer
-  length = 0
-
-  constructor(size: number) {
-    this.buffer = Buffer.allocUnsafeSlow(size)
-  }
-
-  append(text: string): void {
-    // UTF-8 takes at most 3 bytes per UTF-16 unit (a pair's 4 bytes are 2 per unit).
-    const most = this.length + text.length * 3
-    if (most > this.buffer.length) {
-      const grown = Buffer.allocUnsafeSlow(Math.max(most, this.buffer.length * 2))
-      this.buffer.copy(grown, 0, 0, this.length)
-      this.buffer = grown
-    }
-    this.length += this.buffer.write(text, this.length)
-  }
-
-  slice(start: number, end: number): Buffer {
-    return this.buffer.subarray(start, end)
-  }
-
-  /** Empty for the next write; a buffer grown far by an unusual batch is not kept. */
-  clear(): void {
-    this.length = 0
-    if (this.buffer.length > 4 * BATCH_BYTES) this.buffer = Buffer.allocUnsafeSlow(BATCH_BYTES)
-  }
-}
-
-/** A log's text in a write's bytes, and the days its entries arrived on (epoch ms / DAY_MS). */
-interface LogText {
-  credentialId: string
-  mode: RequestLogRecord['mode']
+/** A log's text in a write's bytes. */
+export interface LogText {
+  log: LogLines
   start: number
   end: number
+}
+
+/** One call of the write script: the texts it sends, whether it writes their logs (or the index alone), and the days of the index it writes. */
+export interface WriteCall {
+  texts: readonly LogText[]
+  withLogs: boolean
   firstDay: number
   lastDay: number
 }
 
+/**
+ * The calls that write a batch's logs: up to LOGS_PER_CALL logs a call, each with the index of
+ * the days their entries arrived on. On a Cluster each log's keys are in the slot of its
+ * credential and each day's index in one of its own: a call per log, and one per day with the
+ * texts of the logs that hold entries of it.
+ */
+export function writeCalls(texts: readonly LogText[], cluster: boolean): WriteCall[] {
+  if (!cluster) {
+    return Array.from({ length: Math.ceil(texts.length / LOGS_PER_CALL) }, (_, i) => texts.slice(i * LOGS_PER_CALL, (i + 1) * LOGS_PER_CALL)).map((group) => ({
+      texts: group, withLogs: true, firstDay: Math.min(...group.map(({ log }) => log.firstDay)), lastDay: Math.max(...group.map(({ log }) => log.lastDay)),
+    }))
+  }
+  const firstDay = Math.min(...texts.map(({ log }) => log.firstDay))
+  const lastDay = Math.max(...texts.map(({ log }) => log.lastDay))
+  return [
+    ...texts.map((text) => ({ texts: [text], withLogs: true, firstDay: 0, lastDay: -1 })),
+    ...Array.from({ length: lastDay - firstDay + 1 }, (_, i) => firstDay + i).map((day) => ({
+      texts: texts.filter(({ log }) => log.firstDay <= day && day <= log.lastDay), withLogs: false, firstDay: day, lastDay: day,
+    })),
+  ]
+}
+
+/** Buffers a store keeps for the next batches once their writes have ended. */
+const SPARE_BUFFERS = 4
+
 export class RequestLogStore {
-  /** The buffer of the last write, for the next (undefined while a write holds it). */
-  private spare: BatchBytes | undefined
+  /** Buffers of batches whose writes have ended, for the next. */
+  private readonly spares: BatchBytes[] = []
   private readonly now: () => number
   private readonly writeLogs: (keys: readonly string[], args: readonly (string | number | Buffer)[]) => Promise<number>
   private readonly findPage: PageCommand
@@ -314,76 +307,61 @@ export class RequestLogStore {
     return [`${base}:lines`, `${base}:entries`]
   }
 
-  /**
-   * Writes entries (any credentials'), trims each credential's log and indexes each request id
-   * on its day: one script for every LOGS_PER_CALL logs; on a Cluster, one per log and one per
-   * day of the index.
-   */
+  /** An empty batch, for the writer to fill and `send`. */
+  batch(): EntryBatch {
+    return new EntryBatch(this.spares.pop() ?? new BatchBytes(BATCH_BYTES))
+  }
+
+  /** Writes entries (any credentials') as one batch: `send`. */
   async write(records: readonly RequestLogRecord[]): Promise<void> {
-    // By mode, then by the credential's id as the entry holds it (the principal's own string,
-    // whose hash V8 keeps), not by a name made per entry, which every look-up had to flatten and
-    // hash anew (docs/performance.md, "2026-11-30 (afternoon): a batch's text made for less";
-    // about 3 % of the text made in process, where each entry had an id string of its own).
-    const byMode: Record<RequestLogRecord['mode'], Map<string, RequestLogRecord[]>> = { live: new Map(), test: new Map() }
-    for (const record of records) {
-      const byCredential = byMode[record.mode]
-      const log = byCredential.get(record.credentialId)
-      if (log === undefined) byCredential.set(record.credentialId, [record])
-      else log.push(record)
+    const batch = this.batch()
+    for (const record of records) batch.add(record)
+    await this.send(batch)
+  }
+
+  /**
+   * Writes a batch, trims each credential's log and indexes each request id on its day: one
+   * script for every LOGS_PER_CALL logs; on a Cluster, one per log and one per day of the
+   * index. The batch is not to be used again.
+   */
+  async send(batch: EntryBatch): Promise<void> {
+    const logs = batch.logs()
+    // Each log's lines go as one text: a batch of one log's entries is that already; otherwise
+    // each log's lines are copied together into a second buffer, a copy of bytes per entry.
+    let bytes = batch.bytes
+    let texts: LogText[]
+    if (logs.length === 1) {
+      texts = [{ log: logs[0] as LogLines, start: 0, end: bytes.length }]
+    } else {
+      bytes = this.spares.pop() ?? new BatchBytes(BATCH_BYTES)
+      texts = logs.map((log) => {
+        const start = bytes.length
+        for (let i = 0; i < log.starts.length; i += 1) bytes.appendFrom(batch.bytes, log.starts[i] as number, log.ends[i] as number)
+        return { log, start, end: bytes.length }
+      })
     }
-    // Each text is written as UTF-8 straight into one buffer, kept from write to write, and sent
-    // as a slice of it. Made as one string by appending every entry, a batch's text was
-    // flattened and then copied into a Buffer of its own: about 1 µs more per entry
-    // (docs/performance.md, "The request log").
-    const bytes = this.spare ?? new BatchBytes(BATCH_BYTES)
-    this.spare = undefined
-    const logs = [...byMode.live.values(), ...byMode.test.values()].map((log): LogText => {
-      const first = log[0] as RequestLogRecord
-      const start = bytes.length
-      let earliest = first.atMs
-      let latest = first.atMs
-      for (const record of log) {
-        bytes.append(`${storedEntry(record)}\n`)
-        if (record.atMs < earliest) earliest = record.atMs
-        else if (record.atMs > latest) latest = record.atMs
-      }
-      return { credentialId: first.credentialId, mode: first.mode, start, end: bytes.length, firstDay: Math.floor(earliest / DAY_MS), lastDay: Math.floor(latest / DAY_MS) }
-    })
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    const call = async (texts: readonly LogText[], withLogs: boolean, firstDay: number, lastDay: number): Promise<number> => {
-      const days = Array.from({ length: lastDay - firstDay + 1 }, (_, i) => firstDay + i)
+    const sent = await Promise.allSettled(writeCalls(texts, this.redis instanceof Cluster).map(async (call) => {
+      const days = Array.from({ length: call.lastDay - call.firstDay + 1 }, (_, i) => call.firstDay + i)
       return this.writeLogs(
-        [...(withLogs ? texts.flatMap((log) => this.keys(log.credentialId, log.mode)) : []), ...days.map((day) => this.idsKey(day * DAY_MS))],
-        [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, firstDay, days.length, ...days.map((day) => (day + 1) * DAY_MS + retentionMs),
-          ...texts.flatMap((log) => [`${log.credentialId} ${log.mode}`, bytes.slice(log.start, log.end)])],
+        [...(call.withLogs ? call.texts.flatMap(({ log }) => this.keys(log.credentialId, log.mode)) : []), ...days.map((day) => this.idsKey(day * DAY_MS))],
+        [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, call.firstDay, days.length, ...days.map((day) => (day + 1) * DAY_MS + retentionMs),
+          ...call.texts.flatMap(({ log, start, end }) => [`${log.credentialId} ${log.mode}`, bytes.slice(start, end)])],
       )
-    }
-    let calls: Promise<number>[]
-    if (this.redis instanceof Cluster) {
-      // Each log's keys are in the slot of its credential, each day's index in one of its own:
-      // a call per log, and one per day with the texts of the logs that hold entries of it.
-      const firstDay = Math.min(...logs.map((log) => log.firstDay))
-      const lastDay = Math.max(...logs.map((log) => log.lastDay))
-      calls = [
-        ...logs.map(async (log) => call([log], true, 0, -1)),
-        ...Array.from({ length: lastDay - firstDay + 1 }, (_, i) => firstDay + i).map(async (day) =>
-          call(logs.filter((log) => log.firstDay <= day && day <= log.lastDay), false, day, day)),
-      ]
-    } else {
-      calls = Array.from({ length: Math.ceil(logs.length / LOGS_PER_CALL) }, (_, i) => logs.slice(i * LOGS_PER_CALL, (i + 1) * LOGS_PER_CALL))
-        .map(async (texts) => call(texts, true, Math.min(...texts.map((log) => log.firstDay)), Math.max(...texts.map((log) => log.lastDay))))
-    }
-    const sent = await Promise.allSettled(calls)
+    }))
     const failed = sent.find((result) => result.status === 'rejected')
     if (failed !== undefined) {
       // Not given to the next write: a refused or timed-out command may yet be sent again from
       // these bytes (a Cluster redirect, a retry after a failover).
       throw failed.reason
     }
-    // Every command answered: the client holds none of the buffer's bytes.
-    bytes.clear()
-    this.spare = bytes
+    // Every command answered: the client holds none of the buffers' bytes.
+    for (const done of bytes === batch.bytes ? [bytes] : [batch.bytes, bytes]) {
+      if (this.spares.length >= SPARE_BUFFERS) break
+      done.clear()
+      this.spares.push(done)
+    }
   }
 
   /**

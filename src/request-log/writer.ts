@@ -1,9 +1,11 @@
 import type { Logger } from 'pino'
+import type { EntryBatch } from './batch.js'
 import type { RequestLogRecord } from './entry.js'
 
 // The buffered writer of one instance (docs/architecture.md, "The request log"): `add` runs
-// after an answer and costs an array push; writes go to Redis in batches, on a timer and every
-// BATCH entries, and at graceful shutdown. The request never waits on it. When the buffer is
+// after an answer and puts the entry into the batch being filled (batch.ts: its line written
+// into the batch's bytes); writes go to Redis in batches, on a timer and every BATCH entries,
+// and at graceful shutdown. The request never waits on it. When the buffer is
 // full, or Redis is away (the client refuses the write, or the health probe says so), entries
 // are dropped and counted: nothing else changes for the partner, and nothing is thrown.
 
@@ -12,8 +14,17 @@ export const BATCH = 500
 
 export type DropReason = 'buffer_full' | 'redis'
 
-export interface RequestLogSink {
-  write(entries: readonly RequestLogRecord[]): Promise<void>
+/** Entries as one write takes them. */
+export interface RequestLogBatch {
+  readonly size: number
+  add(entry: RequestLogRecord): void
+}
+
+export interface RequestLogSink<Batch extends RequestLogBatch> {
+  /** An empty batch. */
+  batch(): Batch
+  /** Writes a batch, which is not used again. */
+  send(batch: Batch): Promise<void>
 }
 
 export interface RequestLogWriterOptions {
@@ -27,8 +38,13 @@ export interface RequestLogWriterOptions {
   onFlush?: (seconds: number) => void
 }
 
-export class RequestLogWriter {
-  private buffer: RequestLogRecord[] = []
+export class RequestLogWriter<Batch extends RequestLogBatch = EntryBatch> {
+  /** The batch being filled. */
+  private filling: Batch
+  /** Full batches, and one a flush took, waiting for their write, oldest first. */
+  private readonly waiting: Batch[] = []
+  /** Entries in `filling` and `waiting`. */
+  private held = 0
   private timer: NodeJS.Timeout | undefined
   private flushing: Promise<void> | undefined
   private failing = false
@@ -37,7 +53,9 @@ export class RequestLogWriter {
   written = 0
   readonly dropped: Record<DropReason, number> = { buffer_full: 0, redis: 0 }
 
-  constructor(private readonly sink: RequestLogSink, private readonly options: RequestLogWriterOptions) {}
+  constructor(private readonly sink: RequestLogSink<Batch>, private readonly options: RequestLogWriterOptions) {
+    this.filling = sink.batch()
+  }
 
   start(): void {
     if (this.timer !== undefined) return
@@ -47,7 +65,7 @@ export class RequestLogWriter {
 
   /** Entries waiting to be written. */
   get size(): number {
-    return this.buffer.length
+    return this.held
   }
 
   /** The most entries the buffer holds. */
@@ -58,9 +76,21 @@ export class RequestLogWriter {
   /** Keeps one entry for the next write; never throws, never waits. */
   add(entry: RequestLogRecord): void {
     if (this.options.available !== undefined && !this.options.available()) return this.drop('redis', 1)
-    if (this.buffer.length >= this.options.bufferMax) return this.drop('buffer_full', 1)
-    this.buffer.push(entry)
-    if (this.buffer.length >= BATCH && this.flushing === undefined) void this.write(0)
+    if (this.held >= this.options.bufferMax) return this.drop('buffer_full', 1)
+    this.keep(entry)
+    if (this.waiting.length > 0 && this.flushing === undefined) void this.write(false)
+  }
+
+  /** Puts an entry into the batch being filled, and a full batch in line for its write. */
+  private keep(entry: RequestLogRecord): void {
+    this.filling.add(entry)
+    this.held += 1
+    if (this.filling.size >= BATCH) this.takeFilling()
+  }
+
+  private takeFilling(): void {
+    this.waiting.push(this.filling)
+    this.filling = this.sink.batch()
   }
 
   private drop(reason: DropReason, entries: number): void {
@@ -74,40 +104,36 @@ export class RequestLogWriter {
    */
   async flush(): Promise<void> {
     while (this.flushing !== undefined) await this.flushing
-    if (this.buffer.length === 0) return
-    await this.write(this.buffer.length)
+    if (this.held === 0) return
+    await this.write(true)
   }
 
-  private write(held: number): Promise<void> {
-    this.flushing = this.writeAll(held).finally(() => { this.flushing = undefined })
+  private write(all: boolean): Promise<void> {
+    this.flushing = this.writeAll(all).finally(() => { this.flushing = undefined })
     return this.flushing
   }
 
   /**
-   * Writes the `held` oldest entries, then full batches while any waits. Entries that came
-   * during a write and make no full batch wait for the next batch or the timer: written at
-   * once, a busy instance sent a write of a few entries after every write, each costing a
-   * script call (docs/performance.md, "The request log").
+   * Writes the full batches, and with `all` the batch being filled too, then full batches while
+   * any waits. Entries that came during a write and make no full batch wait for the next batch
+   * or the timer: written at once, a busy instance sent a write of a few entries after every
+   * write, each costing a script call (docs/performance.md, "The request log").
    */
-  private async writeAll(held: number): Promise<void> {
+  private async writeAll(all: boolean): Promise<void> {
     const started = performance.now()
-    let left = held
-    // Only this loop takes from the buffer, so it holds entries while `left` is above 0; the
-    // first test keeps a broken count from becoming a loop of empty writes.
-    while (this.buffer.length > 0 && (left > 0 || this.buffer.length >= BATCH)) {
-      const batch = this.buffer.length <= BATCH ? this.buffer : this.buffer.slice(0, BATCH)
-      this.buffer = this.buffer.length <= BATCH ? [] : this.buffer.slice(BATCH)
-      left -= batch.length
+    if (all && this.filling.size > 0) this.takeFilling()
+    for (let batch = this.waiting.shift(); batch !== undefined; batch = this.waiting.shift()) {
+      this.held -= batch.size
       try {
-        await this.sink.write(batch)
-        this.written += batch.length
-        this.options.onWritten?.(batch.length)
+        await this.sink.send(batch)
+        this.written += batch.size
+        this.options.onWritten?.(batch.size)
         this.lastFlushAt = Date.now()
         if (this.failing) this.options.logger.info('request log entries are written to Redis again')
         this.failing = false
       } catch (error) {
         // Not kept for later: the buffer stays bounded, and a Redis that is away would only fill it.
-        this.drop('redis', batch.length)
+        this.drop('redis', batch.size)
         // The message only: a client's error may carry the command's arguments, the entries.
         if (!this.failing) this.options.logger.warn({ error: error instanceof Error ? error.message : String(error) }, 'request log entries could not be written to Redis; they are dropped (gateway_request_log_dropped_total) until it answers')
         this.failing = true
@@ -128,10 +154,12 @@ export class RequestLogWriter {
     this.timer = undefined
     do {
       await this.flush()
-    } while (this.buffer.length > 0 && !this.failing)
-    if (this.buffer.length > 0) {
-      this.drop('redis', this.buffer.length)
-      this.buffer = []
+    } while (this.held > 0 && !this.failing)
+    if (this.held > 0) {
+      this.drop('redis', this.held)
+      this.waiting.length = 0
+      this.filling = this.sink.batch()
+      this.held = 0
     }
   }
 }

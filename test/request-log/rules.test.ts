@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import { ApiError } from '../../src/contract/errors.js'
 import { pathOf, queryNamesOf, tenths, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { distance, filtersOf, indexLine, matchLine, nearest } from '../../src/request-log/filters.js'
-import { BATCH, RequestLogWriter } from '../../src/request-log/writer.js'
+import { BATCH, RequestLogWriter, type RequestLogBatch, type RequestLogSink } from '../../src/request-log/writer.js'
 
 // The request log's rules without a gateway (docs/architecture.md, "The request log"): what an
 // entry keeps of a URL, the filters and the index lines they read, and the writer's bounds.
@@ -16,6 +16,24 @@ function entry(id: string, fields: Partial<RequestLogRecord> = {}): RequestLogRe
     id, atMs: Date.UTC(2026, 10, 28, 9, 14, 3, 512), credentialId: 'key_a', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
     queryParameters: [], status: 200, code: null, durationMs: 1, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: null, traceId: null, ...fields,
   }
+}
+
+/** A batch of the writer's tests: the entries as they were added. */
+class Entries implements RequestLogBatch {
+  readonly entries: RequestLogRecord[] = []
+
+  get size(): number {
+    return this.entries.length
+  }
+
+  add(entry: RequestLogRecord): void {
+    this.entries.push(entry)
+  }
+}
+
+/** A sink whose batches are the entries added, each sent to `send`. */
+function sinkOf(send: (batch: RequestLogRecord[]) => Promise<void>): RequestLogSink<Entries> {
+  return { batch: () => new Entries(), send: async (batch) => send(batch.entries) }
 }
 
 function quietLogger() {
@@ -122,7 +140,7 @@ describe('the writer', () => {
     const written: string[][] = []
     const dropped: [string, number][] = []
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({ write: async (batch) => { written.push(batch.map((e) => e.id)) } }, { flushMs: 60_000, bufferMax: 2, logger, onDropped: (reason, n) => dropped.push([reason, n]) })
+    const writer = new RequestLogWriter(sinkOf(async (batch) => { written.push(batch.map((e) => e.id)) }), { flushMs: 60_000, bufferMax: 2, logger, onDropped: (reason, n) => dropped.push([reason, n]) })
     for (const id of ['a', 'b', 'c']) writer.add(entry(id))
     expect([writer.size, dropped, writer.dropped]).toEqual([2, [['buffer_full', 1]], { buffer_full: 1, redis: 0 }])
     await writer.close()
@@ -134,7 +152,7 @@ describe('the writer', () => {
   it('writes as soon as a batch waits, in batches of 500', async () => {
     const sizes: number[] = []
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({ write: async (batch) => { sizes.push(batch.length) } }, { flushMs: 60_000, bufferMax: 10_000, logger })
+    const writer = new RequestLogWriter(sinkOf(async (batch) => { sizes.push(batch.length) }), { flushMs: 60_000, bufferMax: 10_000, logger })
     for (let i = 0; i < BATCH - 1; i += 1) writer.add(entry(`r${i}`))
     expect(sizes).toEqual([])
     // The batch's write starts within the add that fills it, before anything asks for a flush.
@@ -142,7 +160,7 @@ describe('the writer', () => {
     expect(sizes).toEqual([500])
     await writer.flush()
     expect(sizes).toEqual([500])
-    for (let i = 0; i < 1200; i += 1) (writer as unknown as { buffer: RequestLogRecord[] }).buffer.push(entry(`s${i}`))
+    for (let i = 0; i < 1200; i += 1) (writer as unknown as { keep(entry: RequestLogRecord): void }).keep(entry(`s${i}`))
     await writer.flush()
     expect(sizes).toEqual([500, 500, 500, 200])
   })
@@ -153,15 +171,13 @@ describe('the writer', () => {
     let writing = 0
     let mostAtOnce = 0
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({
-      write: async (batch) => {
+    const writer = new RequestLogWriter(sinkOf(async (batch) => {
         writing += 1
         mostAtOnce = Math.max(mostAtOnce, writing)
         await new Promise<void>((resolve) => gates.push(resolve))
         writing -= 1
         sizes.push(batch.length)
-      },
-    }, { flushMs: 60_000, bufferMax: 10_000, logger })
+      }), { flushMs: 60_000, bufferMax: 10_000, logger })
     const settled = async (): Promise<void> => {
       // Every write asked for is let through, until none waits.
       for (let turn = 0; turn < 20; turn += 1) {
@@ -197,12 +213,10 @@ describe('the writer', () => {
     const written: number[] = []
     const dropped: [string, number][] = []
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({
-      write: async (batch) => {
+    const writer = new RequestLogWriter(sinkOf(async (batch) => {
         await new Promise<void>((resolve) => gates.push(resolve))
         written.push(batch.length)
-      },
-    }, { flushMs: 60_000, bufferMax: 1000, logger, onDropped: (reason, n) => dropped.push([reason, n]) })
+      }), { flushMs: 60_000, bufferMax: 1000, logger, onDropped: (reason, n) => dropped.push([reason, n]) })
     const turns = async (): Promise<void> => {
       for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve))
     }
@@ -229,14 +243,12 @@ describe('the writer', () => {
     const calls: string[][] = []
     let failFrom = 2
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({
-      write: async (batch) => {
+    const writer = new RequestLogWriter(sinkOf(async (batch) => {
         calls.push([batch[0]?.id ?? '', String(batch.length)])
         if (calls.length >= failFrom) throw new Error('Command timed out')
-      },
-    }, { flushMs: 60_000, bufferMax: 10_000, logger })
+      }), { flushMs: 60_000, bufferMax: 10_000, logger })
     const hold = (prefix: string, count: number): void => {
-      for (let i = 0; i < count; i += 1) (writer as unknown as { buffer: RequestLogRecord[] }).buffer.push(entry(`${prefix}${i}`))
+      for (let i = 0; i < count; i += 1) (writer as unknown as { keep(entry: RequestLogRecord): void }).keep(entry(`${prefix}${i}`))
     }
     hold('a', 1200)
     await writer.flush()
@@ -245,8 +257,26 @@ describe('the writer', () => {
     hold('b', 1000)
     failFrom = 3
     await writer.close()
-    // One more write, refused; the 700 after it are dropped at once, not each tried against a Redis that hangs.
-    expect([calls.slice(2), writer.written, writer.dropped, writer.size]).toEqual([[['a1000', '500']], 500, { buffer_full: 0, redis: 1700 }, 0])
+    // One more write (the batch a flush took, as it was), refused; the 1000 after it are dropped
+    // at once, not each tried against a Redis that hangs.
+    expect([calls.slice(2), writer.written, writer.dropped, writer.size]).toEqual([[['a1000', '200']], 500, { buffer_full: 0, redis: 1700 }, 0])
+  })
+
+  it('after a refused write, writes the full batch left at the next add, and not the entries being gathered', async () => {
+    const sizes: number[] = []
+    let fail = true
+    const { logger } = quietLogger()
+    const writer = new RequestLogWriter(sinkOf(async (batch) => {
+      sizes.push(batch.length)
+      if (fail) throw new Error('Command timed out')
+    }), { flushMs: 60_000, bufferMax: 10_000, logger })
+    for (let i = 0; i < 2 * BATCH; i += 1) (writer as unknown as { keep(entry: RequestLogRecord): void }).keep(entry(`a${i}`))
+    await writer.flush()
+    expect([sizes, writer.size]).toEqual([[500], 500])
+    fail = false
+    writer.add(entry('b0'))
+    for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve))
+    expect([sizes, writer.size, writer.written]).toEqual([[500, 500], 1, 500])
   })
 
   it('drops and counts a batch Redis refuses, and entries while Redis is away; says so once, then again when it writes', async () => {
@@ -254,9 +284,7 @@ describe('the writer', () => {
     let up = true
     const dropped: [string, number][] = []
     const { logger, lines } = quietLogger()
-    const writer = new RequestLogWriter({
-      write: async () => { if (fail) throw Object.assign(new Error('Connection is closed.'), { command: { args: ['SECRET-ARGS'] } }) },
-    }, { flushMs: 60_000, bufferMax: 100, logger, available: () => up, onDropped: (reason, n) => dropped.push([reason, n]) })
+    const writer = new RequestLogWriter(sinkOf(async () => { if (fail) throw Object.assign(new Error('Connection is closed.'), { command: { args: ['SECRET-ARGS'] } }) }), { flushMs: 60_000, bufferMax: 100, logger, available: () => up, onDropped: (reason, n) => dropped.push([reason, n]) })
     writer.add(entry('a'))
     writer.add(entry('b'))
     await writer.flush()
@@ -281,7 +309,7 @@ describe('the writer', () => {
   it('warns at a failure once until a write succeeds, then says so once; says nothing while writes succeed', async () => {
     let fail = false
     const { logger, lines } = quietLogger()
-    const writer = new RequestLogWriter({ write: async () => { if (fail) throw new Error('READONLY You can\'t write against a read only replica.') } }, { flushMs: 60_000, bufferMax: 100, logger })
+    const writer = new RequestLogWriter(sinkOf(async () => { if (fail) throw new Error('READONLY You can\'t write against a read only replica.') }), { flushMs: 60_000, bufferMax: 100, logger })
     const said = (): string[] => lines.map((l) => (JSON.parse(l) as { msg: string }).msg)
     const failed = 'request log entries could not be written to Redis; they are dropped (gateway_request_log_dropped_total) until it answers'
     const again = 'request log entries are written to Redis again'
@@ -307,7 +335,7 @@ describe('the writer', () => {
   it('says its bound and, per flush that wrote, how many seconds it took; drops without a listener of drops', async () => {
     const seconds: number[] = []
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({ write: async () => { await new Promise((r) => setTimeout(r, 5)) } }, { flushMs: 60_000, bufferMax: 1, logger, onFlush: (s) => seconds.push(s) })
+    const writer = new RequestLogWriter(sinkOf(async () => { await new Promise((r) => setTimeout(r, 5)) }), { flushMs: 60_000, bufferMax: 1, logger, onFlush: (s) => seconds.push(s) })
     expect(writer.bufferMax).toBe(1)
     await writer.flush()
     expect(seconds).toEqual([])
@@ -328,7 +356,7 @@ describe('the writer', () => {
     const gate = new Promise<void>((resolve) => { open = resolve })
     const written: string[] = []
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({ write: async (batch) => { await gate; written.push(...batch.map((e) => e.id)) } }, { flushMs: 60_000, bufferMax: 100, logger })
+    const writer = new RequestLogWriter(sinkOf(async (batch) => { await gate; written.push(...batch.map((e) => e.id)) }), { flushMs: 60_000, bufferMax: 100, logger })
     writer.add(entry('a'))
     const first = writer.flush()
     const second = writer.flush()
@@ -344,7 +372,7 @@ describe('the writer', () => {
     let wrote!: () => void
     const first = new Promise<void>((resolve) => { wrote = resolve })
     const { logger } = quietLogger()
-    const writer = new RequestLogWriter({ write: async (batch) => { written.push(...batch.map((e) => e.id)); wrote() } }, { flushMs: 50, bufferMax: 100, logger })
+    const writer = new RequestLogWriter(sinkOf(async (batch) => { written.push(...batch.map((e) => e.id)); wrote() }), { flushMs: 50, bufferMax: 100, logger })
     writer.add(entry('a'))
     writer.start()
     writer.start()

@@ -3,7 +3,8 @@ import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
-import { LOGS_PER_CALL, RequestLogStore } from '../../src/request-log/store.js'
+import { LogLines } from '../../src/request-log/batch.js'
+import { LOGS_PER_CALL, RequestLogStore, writeCalls, type LogText } from '../../src/request-log/store.js'
 import { commandCalls, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
 // The request log's store over real Redis, without a gateway: a batch goes as one argument
@@ -201,6 +202,36 @@ describe('a log past its bounds by thousands', () => {
 })
 
 describe('the calls of a write', () => {
+  const TODAY = Math.floor(NOW / DAY)
+  /** A log's text of the entries of `credentialId` that arrived from `firstDay` to `lastDay`. */
+  const text = (credentialId: string, firstDay: number, lastDay: number): LogText => {
+    const log = new LogLines(credentialId, 'live', firstDay)
+    log.lastDay = lastDay
+    return { log, start: 0, end: 1 }
+  }
+  const shown = (texts: readonly LogText[], cluster: boolean): unknown[] =>
+    writeCalls(texts, cluster).map((call) => [call.texts.map(({ log }) => log.credentialId), call.withLogs, call.firstDay - TODAY, call.lastDay - TODAY])
+
+  it(`groups up to ${LOGS_PER_CALL} logs a call, each call with the days of its logs' entries`, () => {
+    const texts = Array.from({ length: LOGS_PER_CALL + 3 }, (_, i) => text(`key_${i}`, TODAY, TODAY))
+    texts[1] = text('key_1', TODAY - 1, TODAY)
+    texts[LOGS_PER_CALL + 1] = text(`key_${LOGS_PER_CALL + 1}`, TODAY, TODAY + 1)
+    expect(shown(texts, false)).toEqual([
+      [texts.slice(0, LOGS_PER_CALL).map(({ log }) => log.credentialId), true, -1, 0],
+      [texts.slice(LOGS_PER_CALL).map(({ log }) => log.credentialId), true, 0, 1],
+    ])
+    expect(shown([text('key_one', TODAY - 2, TODAY - 1)], false)).toEqual([[['key_one'], true, -2, -1]])
+    expect(shown([], false)).toEqual([])
+  })
+
+  it('on a Cluster, writes each log alone and each day\'s index alone, from the texts of the logs with entries that day', () => {
+    const texts = [text('key_a', TODAY - 1, TODAY), text('key_b', TODAY, TODAY), text('key_c', TODAY - 2, TODAY - 2)]
+    expect(shown(texts, true)).toEqual([
+      [['key_a'], true, -TODAY, -TODAY - 1], [['key_b'], true, -TODAY, -TODAY - 1], [['key_c'], true, -TODAY, -TODAY - 1],
+      [['key_c'], false, -2, -2], [['key_a'], false, -1, -1], [['key_a', 'key_b'], false, 0, 0],
+    ])
+  })
+
   it(`writes up to ${LOGS_PER_CALL} logs a call, each with its entries' request ids on their days, in no call of its own`, async () => {
     // A server of the test's own: its command statistics count this test's calls alone.
     const server = await PrivateRedis.start()
@@ -224,6 +255,8 @@ describe('the calls of a write', () => {
       // The first call's day before in two (500 entries, then 1), its today in one (99 + 64), the
       // second call's today in one (16).
       expect(calls.hset).toBe(2 + 1 + 1)
+      // Each log's key, and each day's of each call (the first call's two, the second's one).
+      expect(calls.pexpireat).toBe(credentials + 3)
       expect([await own.hlen(`calls:reqlog:ids:${new Date(NOW - DAY).toISOString().slice(0, 10)}`), await own.hlen(`calls:reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`)])
         .toEqual([501, 99 + credentials * 2 + 1])
       for (const r of [yesterday[0], yesterday[500], today[98], others[0], others[credentials * 2 - 1]] as RequestLogRecord[]) {
@@ -234,6 +267,40 @@ describe('the calls of a write', () => {
       own.disconnect()
       await server.stop()
     }
+  })
+})
+
+describe('a batch', () => {
+  it('counts its entries, and indexes a log\'s on each day they arrived on, in whatever order they came', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    const batch = store.batch()
+    const later = [record('req_order_0', { credentialId: 'key_order_a', atMs: NOW }), record('req_order_1', { credentialId: 'key_order_a', atMs: NOW - DAY })]
+    for (const r of later) batch.add(r)
+    expect(batch.size).toBe(2)
+    await store.send(batch)
+    // Yesterday, today, yesterday: the log's days are the first and the last of all three.
+    const mixed = [record('req_order_2', { credentialId: 'key_order_b', atMs: NOW - DAY }), record('req_order_3', { credentialId: 'key_order_b', atMs: NOW }),
+      record('req_order_4', { credentialId: 'key_order_b', atMs: NOW - DAY + 1 })]
+    await store.write(mixed)
+    for (const r of [...later, ...mixed]) expect(await store.get(r.credentialId, 'live', r.id), r.id).toBe(entryJson(r))
+  })
+
+  it('is written whole after a batch of one log\'s, whose buffer the store uses again', async () => {
+    const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    const one = [record('req_reuse_0', { credentialId: 'key_reuse_a', atMs: NOW - 3 }), record('req_reuse_1', { credentialId: 'key_reuse_a', atMs: NOW - 2 })] as const
+    await store.write(one)
+    const two = [record('req_reuse_2', { credentialId: 'key_reuse_b', atMs: NOW - 1 }), record('req_reuse_3', { credentialId: 'key_reuse_a', atMs: NOW, userAgent: 'a longer agent' }),
+      record('req_reuse_4', { credentialId: 'key_reuse_b', atMs: NOW })] as const
+    await store.write(two)
+    await store.write([record('req_reuse_5', { credentialId: 'key_reuse_b', atMs: NOW + 1 })])
+    // Two batches filled at once (the writer's, while the one before is sent) each have bytes of their own.
+    const [first, second] = [store.batch(), store.batch()]
+    first.add(record('req_reuse_6', { credentialId: 'key_reuse_c', atMs: NOW }))
+    second.add(record('req_reuse_7', { credentialId: 'key_reuse_d', atMs: NOW }))
+    await Promise.all([store.send(first), store.send(second)])
+    expect([idsOf((await store.list('key_reuse_c', 'live', {}, 1, 10)).json), idsOf((await store.list('key_reuse_d', 'live', {}, 1, 10)).json)]).toEqual([['req_reuse_6'], ['req_reuse_7']])
+    expect([JSON.parse((await store.list('key_reuse_a', 'live', {}, 1, 10)).json), JSON.parse((await store.list('key_reuse_b', 'live', {}, 1, 10)).json)])
+      .toEqual([[two[1], one[1], one[0]].map(seen), [record('req_reuse_5', { credentialId: 'key_reuse_b', atMs: NOW + 1 }), two[2], two[0]].map(seen)])
   })
 })
 

@@ -1,0 +1,102 @@
+import { storedEntry, type RequestLogRecord } from './entry.js'
+
+// A batch of the request log as the writer fills it (docs/architecture.md, "The request log"):
+// each entry's stored line is written as UTF-8 into the batch's bytes when the entry is added,
+// just after its answer, and the batch keeps only where each line is, by log. Held as objects
+// until their batch was written, the entries and the strings they kept alive outlived the
+// young collections that copied them, and their text was made from memory long cold
+// (docs/performance.md, "2026-11-30 (evening): an entry held as bytes").
+
+export const DAY_MS = 86_400_000
+
+/**
+ * Bytes a batch's buffer starts with: 500 entries of ~300 bytes (~150 KiB) fit, with the room
+ * each text's append asks for (3 bytes a character).
+ */
+export const BATCH_BYTES = 512 * 1024
+
+/** Text written as UTF-8 into one buffer, grown when a text might not fit; its slices are what is sent. */
+export class BatchBytes {
+  private buffer: Buffer
+  length = 0
+
+  constructor(size: number) {
+    this.buffer = Buffer.allocUnsafeSlow(size)
+  }
+
+  /** Room for `more` bytes after what is written, the buffer grown (and copied) if need be. */
+  private reserve(more: number): void {
+    const most = this.length + more
+    if (most > this.buffer.length) {
+      const grown = Buffer.allocUnsafeSlow(Math.max(most, this.buffer.length * 2))
+      this.buffer.copy(grown, 0, 0, this.length)
+      this.buffer = grown
+    }
+  }
+
+  append(text: string): void {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit (a pair's 4 bytes are 2 per unit).
+    this.reserve(text.length * 3)
+    this.length += this.buffer.write(text, this.length)
+  }
+
+  /** Appends the bytes `start` to `end` of another buffer's. */
+  appendFrom(source: BatchBytes, start: number, end: number): void {
+    this.reserve(end - start)
+    this.length += source.buffer.copy(this.buffer, this.length, start, end)
+  }
+
+  slice(start: number, end: number): Buffer {
+    return this.buffer.subarray(start, end)
+  }
+
+  /** Empty for the next batch; a buffer grown far by an unusual batch is not kept. */
+  clear(): void {
+    this.length = 0
+    if (this.buffer.length > 4 * BATCH_BYTES) this.buffer = Buffer.allocUnsafeSlow(BATCH_BYTES)
+  }
+}
+
+/** One log's entries in a batch: where each one's line is in the batch's bytes, and the days (epoch ms / DAY_MS) they arrived on. */
+export class LogLines {
+  readonly starts: number[] = []
+  readonly ends: number[] = []
+  firstDay: number
+  lastDay: number
+
+  constructor(readonly credentialId: string, readonly mode: RequestLogRecord['mode'], day: number) {
+    this.firstDay = day
+    this.lastDay = day
+  }
+}
+
+/** Entries of any credentials', each a line in `bytes`, found by log. */
+export class EntryBatch {
+  size = 0
+  // By mode, then by the credential's id as the entry holds it (the principal's own string,
+  // whose hash V8 keeps), not by a name made per entry, which every look-up had to flatten and
+  // hash anew (docs/performance.md, "2026-11-30 (afternoon): a batch's text made for less").
+  private readonly live = new Map<string, LogLines>()
+  private readonly test = new Map<string, LogLines>()
+
+  constructor(readonly bytes: BatchBytes) {}
+
+  add(record: RequestLogRecord): void {
+    const start = this.bytes.length
+    this.bytes.append(`${storedEntry(record)}\n`)
+    const day = Math.floor(record.atMs / DAY_MS)
+    const logs = record.mode === 'test' ? this.test : this.live
+    let log = logs.get(record.credentialId)
+    if (log === undefined) logs.set(record.credentialId, log = new LogLines(record.credentialId, record.mode, day))
+    else if (day < log.firstDay) log.firstDay = day
+    else if (day > log.lastDay) log.lastDay = day
+    log.starts.push(start)
+    log.ends.push(this.bytes.length)
+    this.size += 1
+  }
+
+  /** The batch's logs, those of live credentials first. */
+  logs(): LogLines[] {
+    return [...this.live.values(), ...this.test.values()]
+  }
+}
