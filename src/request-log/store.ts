@@ -37,9 +37,9 @@ const EXPORT_CHUNK = 500
 // own, one log, or one day's index): a call per log cost the gateway more than the entries
 // themselves when a batch held a few entries of each of many credentials, and a bound keeps
 // each script short, since Redis serves no one else while it runs (docs/performance.md,
-// "2026-11-30: a batch's logs in one call"). The index written by the logs' own script costs
-// the gateway no text of its own and a call less per batch, and an entry and its index field
-// are written together (docs/performance.md, "2026-11-30 (evening): the index in the logs' script").
+// "2026-11-30: a batch's logs in one call"). Off a Cluster, the index written by the logs' script
+// costs the gateway no text of its own and a call less per batch, and an entry and its index
+// field are written together (docs/performance.md, "2026-11-30 (evening): the index in the logs' script").
 //
 // KEYS: each log's sorted set and the hash of the layout before, in pairs (none in a call that
 // writes the index alone), then the index's key of each day from the first. ARGV: cutoff

@@ -114,10 +114,10 @@ export class RequestLogWriter<Batch extends RequestLogBatch = EntryBatch> {
   }
 
   /**
-   * Writes the full batches, and with `all` the batch being filled too, then full batches while
-   * any waits. Entries that came during a write and make no full batch wait for the next batch
-   * or the timer: written at once, a busy instance sent a write of a few entries after every
-   * write, each costing a script call (docs/performance.md, "The request log").
+   * Writes the batches waiting (full ones, and one a flush took that a failure left), and with
+   * `all` the batch being filled too. Entries that came during a write and make no full batch
+   * wait for the next batch or the timer: written at once, a busy instance sent a write of a
+   * few entries after every write, each a script call (docs/performance.md, "The request log").
    */
   private async writeAll(all: boolean): Promise<void> {
     const started = performance.now()

@@ -262,7 +262,7 @@ describe('the writer', () => {
     expect([calls.slice(2), writer.written, writer.dropped, writer.size]).toEqual([[['a1000', '200']], 500, { buffer_full: 0, redis: 1700 }, 0])
   })
 
-  it('after a refused write, writes the full batch left at the next add, and not the entries being gathered', async () => {
+  it('after a refused write, writes the batch left at the next add, and not the entries being gathered', async () => {
     const sizes: number[] = []
     let fail = true
     const { logger } = quietLogger()

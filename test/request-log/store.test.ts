@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
 import { LogLines } from '../../src/request-log/batch.js'
-import { LOGS_PER_CALL, RequestLogStore, writeCalls, type LogText } from '../../src/request-log/store.js'
+import { LOGS_PER_CALL, RequestLogStore, WRITE_SCRIPT, writeCalls, type LogText } from '../../src/request-log/store.js'
 import { commandCalls, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
 // The request log's store over real Redis, without a gateway: a batch goes as one argument
@@ -232,6 +232,20 @@ describe('the calls of a write', () => {
     ])
   })
 
+  it('writes a day\'s index alone when the call names no log (a Cluster\'s call per day), from the lines of the logs it is given', async () => {
+    const namespace = `${prefix}alone:`
+    const dayKey = `${namespace}reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`
+    const lines = (records: readonly RequestLogRecord[]): string => records.map((r) => `${storedEntry(r)}\n`).join('')
+    // The day before is another call's: its entry is not indexed here.
+    const a = [record('req_alone_0', { credentialId: 'key_alone_a', atMs: NOW }), record('req_alone_1', { credentialId: 'key_alone_a', atMs: NOW - DAY })]
+    const b = [record('req_alone_2', { credentialId: 'key_alone_b', mode: 'test', atMs: NOW + 1 })]
+    const expireAt = (TODAY + 2) * DAY
+    expect(await redis.eval(WRITE_SCRIPT, 1, dayKey, NOW - DAY, 1000, NOW + DAY, TODAY, 1, expireAt, 'key_alone_a live', lines(a), 'key_alone_b test', lines(b))).toBe(0)
+    expect(await redis.hgetall(dayKey)).toEqual({ req_alone_0: `key_alone_a live ${NOW}`, req_alone_2: `key_alone_b test ${NOW + 1}` })
+    expect(await redis.call('PEXPIRETIME', dayKey)).toBe(expireAt)
+    expect(await redis.keys(`${namespace}reqlog:{*`)).toEqual([])
+  })
+
   it(`writes up to ${LOGS_PER_CALL} logs a call, each with its entries' request ids on their days, in no call of its own`, async () => {
     // A server of the test's own: its command statistics count this test's calls alone.
     const server = await PrivateRedis.start()
@@ -285,7 +299,7 @@ describe('a batch', () => {
     for (const r of [...later, ...mixed]) expect(await store.get(r.credentialId, 'live', r.id), r.id).toBe(entryJson(r))
   })
 
-  it('is written whole after a batch of one log\'s, whose buffer the store uses again', async () => {
+  it('is written whole after a batch of one log\'s, and two batches filled at once each have bytes of their own', async () => {
     const store = new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
     const one = [record('req_reuse_0', { credentialId: 'key_reuse_a', atMs: NOW - 3 }), record('req_reuse_1', { credentialId: 'key_reuse_a', atMs: NOW - 2 })] as const
     await store.write(one)
