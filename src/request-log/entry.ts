@@ -56,10 +56,13 @@ export function pathOf(url: string): string {
   return path.length > MAX_PATH ? path.slice(0, MAX_PATH) : path
 }
 
-/** The names of the query's parameters in the order sent, each once, never a value. */
+/** A request without a query names no parameter: one array for all, never written to. */
+const NO_PARAMETERS: string[] = []
+
+/** The names of the query's parameters in the order sent, each once, never a value (a URL without a query: NO_PARAMETERS). */
 export function queryNamesOf(url: string): string[] {
   const query = url.indexOf('?')
-  if (query === -1 || query === url.length - 1) return []
+  if (query === -1 || query === url.length - 1) return NO_PARAMETERS
   const names: string[] = []
   for (const pair of url.slice(query + 1).split('&')) {
     if (names.length >= MAX_PARAMETERS) break
@@ -92,17 +95,14 @@ export function ownerOf(request: FastifyRequest): { id: string; mode: 'live' | '
   return request.refusedCredential
 }
 
-/** A request without a query: its entry names no parameter (one array for all, never written to). */
-const NO_PARAMETERS: string[] = []
-
 /**
  * An entry made after an answer. A class and not an object literal: V8 tracks the objects of a
- * literal and, seeing most of them outlive a young collection (an entry waits up to a batch or
- * a second to be written), allocates the literal's objects in the old generation from then
- * on, where each of the young strings stored in one costs a write barrier's slow path and the
- * dead entries wait for a full collection. Made that way, an entry cost a cached GET about a
- * twentieth of its CPU in the profile; objects made by a constructor are not tracked so
- * (docs/performance.md, "2026-11-30 (afternoon): an entry outlives its answer").
+ * literal and, seeing most of them outlive a young collection (as entries did while they waited
+ * for their batch as objects), allocates the literal's objects in the old generation from then
+ * on, where each young string stored in one costs a write barrier's slow path. Made that way,
+ * an entry cost a cached GET about a twentieth of its CPU in the profile. An entry now lives
+ * only until its line is in its batch's bytes (batch.ts); objects made by a constructor are not
+ * tracked so, whatever their life (docs/performance.md, "2026-11-30 (afternoon): an entry outlives its answer").
  */
 class AnsweredRequest implements RequestLogRecord {
   readonly id: string
@@ -138,7 +138,7 @@ class AnsweredRequest implements RequestLogRecord {
     this.method = request.method
     this.route = route
     this.path = pathOf(url)
-    this.queryParameters = url.includes('?') ? queryNamesOf(url) : NO_PARAMETERS
+    this.queryParameters = queryNamesOf(url)
     this.status = status
     this.code = request.errorCode
     this.durationMs = tenths(elapsed)
