@@ -39,9 +39,9 @@ function countWrites(socket: Socket): { count: number } {
 
 /**
  * Ten ECHOs, each sent by a timer of its own, all due at once: their replies in order. Each
- * timer takes the clock as it is set, and ten set on a loaded machine can straddle a
- * millisecond: the later ones would be due a turn after the first. Held here until every one
- * is due, they all run in the loop's next timers phase.
+ * timer takes the clock as it is set, and ten set one after another can straddle a
+ * millisecond: the later ones may not yet be due when the first runs, and then run a turn
+ * later. Held here until every one is due, they all run in the loop's next timers phase.
  */
 async function echoesFromTimers(client: Redis): Promise<string[]> {
   const replies = Promise.all(Array.from({ length: 10 }, async (_, i) => new Promise<string>((resolve, reject) => {

@@ -65,8 +65,8 @@ for log = 1, logs do
   local owner = ARGV[4 + days + 2 * log] .. ' '
   local members, count = {}, 0
   -- Each line, its score and its request id cut out after plain finds (a search for one byte),
-  -- not by a pattern, which matched every byte of the line against a class: a fifth of Redis's
-  -- CPU per entry (docs/performance.md, "2026-11-30 (night): lines found by plain finds").
+  -- not by a pattern, which matched every byte of the line against a class: a fifth less of the
+  -- script's CPU per entry (docs/performance.md, "2026-11-30 (night): lines found by plain finds").
   local text, from = ARGV[5 + days + 2 * log], 1
   while true do
     local stop = string.find(text, '\\n', from, true)
