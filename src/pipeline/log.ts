@@ -98,16 +98,19 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
     const route = request.routeUrl
     const status = reply.raw.headersSent ? reply.statusCode : PARTNER_CLOSED_STATUS
     const code = request.errorCode
+    // Read once for the line and the request log's entry: each read of `ip` goes through the socket's getters.
+    const clientIp = request.ip ?? null
+    const now = Date.now()
     if (logger.isLevelEnabled('info')) {
       destination.write(serializeLine({
         level: 'info',
-        time: Date.now(),
+        time: now,
         pid: PID,
         hostname: HOSTNAME,
         reqId: request.id,
         traceId: request.trace?.traceId ?? null,
         // The client's address (through the proxies `trustProxy` believes): who to block.
-        clientIp: request.ip ?? null,
+        clientIp,
         method: request.method,
         route,
         status,
@@ -131,20 +134,21 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
       if (code !== null && AUTH_FAILURES.has(code)) metrics.authFailure(code)
       if (code === 'RATE_LIMITED') metrics.rateLimited.inc()
     }
-    // The credential's usage, once a credential was found (docs/architecture.md, "Usage and
-    // last use"): by route template and the status logged, counted in memory.
     const principal = request.principal
-    if (usage !== undefined && principal !== null) {
+    const owned = principal !== null || request.refusedCredential !== null
+    if (owned && (usage !== undefined || requestLog !== undefined)) {
+      // Read once: Fastify builds `routeOptions` anew at each read, an object of a dozen fields.
       const { policy, portal } = request.routeOptions.config
-      if (policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method, portal?.kind === 'session' ? portal.path : undefined), status)
-    }
-    // The credential's request log (docs/architecture.md, "The request log"): its entry kept in
-    // memory for the next write, once a credential was found or a known one refused; never
-    // for the log's own routes, which a partner polling its log would fill.
-    if (requestLog !== undefined && (principal !== null || request.refusedCredential !== null)) {
-      const { policy, portal } = request.routeOptions.config
-      if (policy === undefined || !REQUEST_LOG_PATHS.has(policy.path)) {
-        const entry = entryOf(request, reply, status, policy === undefined ? null : portal?.kind === 'session' ? portal.path : policy.path)
+      // A partner route served in the partner portal is named by the portal's path.
+      const portalPath = portal?.kind === 'session' ? portal.path : undefined
+      // The credential's usage, once a credential was found (docs/architecture.md, "Usage and
+      // last use"): by route template and the status logged, counted in memory.
+      if (usage !== undefined && principal !== null && policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method, portalPath), status)
+      // The credential's request log (docs/architecture.md, "The request log"): its entry kept in
+      // memory for the next write, once a credential was found or a known one refused; never
+      // for the log's own routes, which a partner polling its log would fill.
+      if (requestLog !== undefined && (policy === undefined || !REQUEST_LOG_PATHS.has(policy.path))) {
+        const entry = entryOf(request, reply, status, policy === undefined ? null : portalPath ?? policy.path, now, clientIp)
         if (entry !== null) requestLog.add(entry)
       }
     }

@@ -124,7 +124,7 @@ class AnsweredRequest implements RequestLogRecord {
   readonly userAgent: string | null
   readonly traceId: string | null
 
-  constructor(request: FastifyRequest, reply: FastifyReply, owner: NonNullable<ReturnType<typeof ownerOf>>, status: number, route: string | null, now: number) {
+  constructor(request: FastifyRequest, reply: FastifyReply, owner: NonNullable<ReturnType<typeof ownerOf>>, status: number, route: string | null, now: number, clientIp: string | null) {
     const elapsed = reply.elapsedTime
     const userAgent = request.headers['user-agent']
     const cache = request.cacheResult
@@ -145,7 +145,7 @@ class AnsweredRequest implements RequestLogRecord {
     this.cache = cache !== null && CACHE_RESULTS.has(cache) ? cache as RequestLogRecord['cache'] : null
     this.idempotencyKey = request.idempotencyKey
     this.replayed = request.idempotency === 'replayed'
-    this.clientIp = request.ip ?? null
+    this.clientIp = clientIp
     this.userAgent = typeof userAgent === 'string' ? userAgent.slice(0, MAX_USER_AGENT) : null
     this.traceId = request.trace?.traceId ?? null
   }
@@ -153,11 +153,11 @@ class AnsweredRequest implements RequestLogRecord {
 
 /**
  * The entry of an answered request of `status` on the route `route` (its template, or null),
- * or null when no credential owns it.
+ * or null when no credential owns it; `now` and the client's address as the log line has them.
  */
-export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now()): RequestLogRecord | null {
+export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now(), clientIp: string | null = request.ip ?? null): RequestLogRecord | null {
   const owner = ownerOf(request)
-  return owner === null ? null : new AnsweredRequest(request, reply, owner, status, route, now)
+  return owner === null ? null : new AnsweredRequest(request, reply, owner, status, route, now, clientIp)
 }
 
 /**
