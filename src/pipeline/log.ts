@@ -98,7 +98,8 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
     const route = request.routeUrl
     const status = reply.raw.headersSent ? reply.statusCode : PARTNER_CLOSED_STATUS
     const code = request.errorCode
-    // Read once for the line and the request log's entry: each read of `ip` goes through the socket's getters.
+    // Read once for the line and the request log's entry: each read of `ip` goes through the
+    // socket's getters (and, behind trusted proxies, parses X-Forwarded-For).
     const clientIp = request.ip ?? null
     const now = Date.now()
     if (logger.isLevelEnabled('info')) {
@@ -135,19 +136,20 @@ export function observeStage(logger: Logger, metrics: Metrics | undefined, traci
       if (code === 'RATE_LIMITED') metrics.rateLimited.inc()
     }
     const principal = request.principal
-    const owned = principal !== null || request.refusedCredential !== null
-    if (owned && (usage !== undefined || requestLog !== undefined)) {
+    const counted = usage !== undefined && principal !== null
+    const logged = requestLog !== undefined && (principal !== null || request.refusedCredential !== null)
+    if (counted || logged) {
       // Read once: Fastify builds `routeOptions` anew at each read, an object of a dozen fields.
       const { policy, portal } = request.routeOptions.config
       // A partner route served in the partner portal is named by the portal's path.
       const portalPath = portal?.kind === 'session' ? portal.path : undefined
       // The credential's usage, once a credential was found (docs/architecture.md, "Usage and
       // last use"): by route template and the status logged, counted in memory.
-      if (usage !== undefined && principal !== null && policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method, portalPath), status)
+      if (counted && policy !== undefined) usage.count(principal, usageRouteOf(policy, request.method, portalPath), status)
       // The credential's request log (docs/architecture.md, "The request log"): its entry kept in
       // memory for the next write, once a credential was found or a known one refused; never
       // for the log's own routes, which a partner polling its log would fill.
-      if (requestLog !== undefined && (policy === undefined || !REQUEST_LOG_PATHS.has(policy.path))) {
+      if (logged && (policy === undefined || !REQUEST_LOG_PATHS.has(policy.path))) {
         const entry = entryOf(request, reply, status, policy === undefined ? null : portalPath ?? policy.path, now, clientIp)
         if (entry !== null) requestLog.add(entry)
       }

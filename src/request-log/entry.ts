@@ -153,7 +153,7 @@ class AnsweredRequest implements RequestLogRecord {
 
 /**
  * The entry of an answered request of `status` on the route `route` (its template, or null),
- * or null when no credential owns it; `now` and the client's address as the log line has them.
+ * or null when no credential owns it; `now` and the client's address given by a caller that read them already.
  */
 export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now(), clientIp: string | null = request.ip ?? null): RequestLogRecord | null {
   const owner = ownerOf(request)
