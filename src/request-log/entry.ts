@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { maybeQuoted, maybeQuotedPlain, quoted, quotedList, roundedText } from '../json-string.js'
 import { indexFields, indexLine } from './filters.js'
 
@@ -124,8 +124,7 @@ class AnsweredRequest implements RequestLogRecord {
   readonly userAgent: string | null
   readonly traceId: string | null
 
-  constructor(request: FastifyRequest, reply: FastifyReply, owner: NonNullable<ReturnType<typeof ownerOf>>, status: number, route: string | null, now: number, clientIp: string | null) {
-    const elapsed = reply.elapsedTime
+  constructor(request: FastifyRequest, elapsed: number, owner: NonNullable<ReturnType<typeof ownerOf>>, status: number, route: string | null, now: number, clientIp: string | null) {
     const userAgent = request.headers['user-agent']
     const cache = request.cacheResult
     const url = request.url
@@ -152,12 +151,14 @@ class AnsweredRequest implements RequestLogRecord {
 }
 
 /**
- * The entry of an answered request of `status` on the route `route` (its template, or null),
- * or null when no credential owns it; `now` and the client's address given by a caller that read them already.
+ * The entry of a request of `status` on the route `route` (its template, or null) answered
+ * `elapsed` ms after it arrived, or null when no credential owns it. `now` and the client's
+ * address are given by a caller that read them already; `now` read with `elapsed`, their
+ * difference is the arrival.
  */
-export function entryOf(request: FastifyRequest, reply: FastifyReply, status: number, route: string | null, now: number = Date.now(), clientIp: string | null = request.ip ?? null): RequestLogRecord | null {
+export function entryOf(request: FastifyRequest, elapsed: number, status: number, route: string | null, now: number = Date.now(), clientIp: string | null = request.ip ?? null): RequestLogRecord | null {
   const owner = ownerOf(request)
-  return owner === null ? null : new AnsweredRequest(request, reply, owner, status, route, now, clientIp)
+  return owner === null ? null : new AnsweredRequest(request, elapsed, owner, status, route, now, clientIp)
 }
 
 /**

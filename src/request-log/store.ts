@@ -73,14 +73,12 @@ for log = 1, logs do
     if stop == nil then break end
     local space = string.find(text, ' ', from, true)
     local score = string.sub(text, from, space - 1)
-    local id = string.sub(text, space + 1, string.find(text, ' ', space + 1, true) - 1)
-    local stored = string.sub(text, from, stop - 1)
-    from = stop + 1
     if days > 0 then
       local day = math.floor(tonumber(score) / ${DAY_MS}) - firstDay + 1
       local waiting = fields[day]
       if waiting ~= nil then
-        waiting[#waiting + 1] = id
+        -- The request id, cut only for an index this call writes.
+        waiting[#waiting + 1] = string.sub(text, space + 1, string.find(text, ' ', space + 1, true) - 1)
         waiting[#waiting + 1] = owner .. score
         if #waiting == 1000 then
           redis.call('HSET', KEYS[dayKeys + day], unpack(waiting))
@@ -91,7 +89,7 @@ for log = 1, logs do
     if writesLogs then
       -- Lua's unpack has a bound: a ZADD every 500 entries, and one for the rest.
       members[2 * count + 1] = score
-      members[2 * count + 2] = stored
+      members[2 * count + 2] = string.sub(text, from, stop - 1)
       count = count + 1
       if count == 500 then
         redis.call('ZADD', key, unpack(members))
@@ -99,6 +97,7 @@ for log = 1, logs do
         members, count = {}, 0
       end
     end
+    from = stop + 1
   end
   if writesLogs then
     if count > 0 then

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { CSV_HEADER, csvCell, csvRow } from '../../src/request-log/csv.js'
 import { entryJson, entryOf, ownerOf, storedEntry, storedEntryJson, storedEntryOf, type RequestLogEntry } from '../../src/request-log/entry.js'
@@ -33,11 +33,12 @@ function requestOf(fields: Fields = {}): FastifyRequest {
   } as unknown as FastifyRequest
 }
 
-const reply = { elapsedTime: 12.34 } as FastifyReply
+/** The ms from the request's arrival to its answer. */
+const ELAPSED = 12.34
 
 describe('an entry made from a request', () => {
   it('holds what the request knows: its credential, route, path, parameter names, status, code, time and duration', () => {
-    expect(entryOf(requestOf({ errorCode: 'UNKNOWN_QUERY_PARAMETER' }), reply, 400, '/v1/properties', NOW)).toEqual({
+    expect(entryOf(requestOf({ errorCode: 'UNKNOWN_QUERY_PARAMETER' }), ELAPSED, 400, '/v1/properties', NOW)).toEqual({
       id: 'req-1', atMs: 1_794_999_999_988, credentialId: 'key_a1', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties',
       path: '/v1/properties', queryParameters: ['perPage'], status: 400, code: 'UNKNOWN_QUERY_PARAMETER', durationMs: 12.3, cache: null,
       idempotencyKey: null, replayed: false, clientIp: '203.0.113.9', userAgent: 'partner/1.0', traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
@@ -45,7 +46,7 @@ describe('an entry made from a request', () => {
   })
 
   it('says which secret of a key was sent, and none for an access token', () => {
-    const secretOf = (principal: Fields['principal']): unknown => entryOf(requestOf({ principal }), reply, 200, null, NOW)?.secret
+    const secretOf = (principal: Fields['principal']): unknown => entryOf(requestOf({ principal }), ELAPSED, 200, null, NOW)?.secret
     expect([secretOf({}), secretOf({ previousSecret: true }), secretOf({ kind: 'accessToken', keyId: 'cli_b2' })]).toEqual(['current', 'previous', null])
     expect(ownerOf(requestOf({ principal: { kind: 'accessToken', keyId: 'cli_b2', mode: 'test' } }))).toEqual({ id: 'cli_b2', mode: 'test', secret: null })
   })
@@ -53,13 +54,13 @@ describe('an entry made from a request', () => {
   it('belongs to a known credential refused at step 4, and to nobody without one', () => {
     const refused = requestOf({ principal: null, refusedCredential: { id: 'key_c3', mode: 'test', secret: 'previous' } })
     expect(ownerOf(refused)).toEqual({ id: 'key_c3', mode: 'test', secret: 'previous' })
-    expect(entryOf(refused, reply, 401, '/v1/properties', NOW)).toMatchObject({ credentialId: 'key_c3', mode: 'test', secret: 'previous', status: 401 })
+    expect(entryOf(refused, ELAPSED, 401, '/v1/properties', NOW)).toMatchObject({ credentialId: 'key_c3', mode: 'test', secret: 'previous', status: 401 })
     expect(ownerOf(requestOf({ principal: null }))).toBeNull()
-    expect(entryOf(requestOf({ principal: null }), reply, 401, null, NOW)).toBeNull()
+    expect(entryOf(requestOf({ principal: null }), ELAPSED, 401, null, NOW)).toBeNull()
   })
 
   it('keeps a cache outcome it knows, a replay, and null for what the request does not have', () => {
-    const entry = (fields: Fields): Partial<RequestLogEntry> | null => entryOf(requestOf(fields), reply, 200, null, NOW)
+    const entry = (fields: Fields): Partial<RequestLogEntry> | null => entryOf(requestOf(fields), ELAPSED, 200, null, NOW)
     expect(['hit', 'miss', 'stale', 'bypass', null].map((cacheResult) => entry({ cacheResult })?.cache)).toEqual(['hit', 'miss', 'stale', null, null])
     expect(['replayed', 'stored', null].map((idempotency) => entry({ idempotency, idempotencyKey: 'k-1' })?.replayed)).toEqual([true, false, false])
     expect(entry({ idempotencyKey: 'k-1' })?.idempotencyKey).toBe('k-1')
@@ -71,7 +72,7 @@ describe('an entry made from a request', () => {
 
 describe('an entry as Redis keeps it', () => {
   // An Idempotency-Key is visible ASCII without " or \\ (the headers check), so it goes into the index line unquoted.
-  const record = entryOf(requestOf({ cacheResult: 'hit', idempotencyKey: 'k-1', headers: { 'user-agent': 'tab\there "quoted"' } }), reply, 200, '/v1/properties', NOW)
+  const record = entryOf(requestOf({ cacheResult: 'hit', idempotencyKey: 'k-1', headers: { 'user-agent': 'tab\there "quoted"' } }), ELAPSED, 200, '/v1/properties', NOW)
   if (record === null) throw new Error('the request has a credential')
   const { atMs, ...fields } = record
   const entry = { ...fields, at: new Date(atMs).toISOString() }
