@@ -48,9 +48,9 @@ export interface RequestLogWriteCost {
   perSecond: number
   /** CPU of this process per entry written (the instance's side of the write), µs. */
   cpuUsPerEntry: number
-  /** used_memory grown per entry kept, with its request id's index field. */
+  /** used_memory grown per entry kept, with its share of the sets of the minutes' logs. */
   bytesPerEntry: number
-  /** Redis's own CPU per entry written (its scripts parsing the batches, the log's sorted set, the id index), µs. */
+  /** Redis's own CPU per entry written (its scripts parsing the batches, the log's sorted set, the minutes' sets of logs), µs. */
   redisCpuUsPerEntry: number
 }
 
@@ -151,7 +151,7 @@ export function requestLogLines(rows: readonly RowFigures[], writes: RequestLogW
   if (page !== undefined) lines.push(`Request log, a page filtered by status over 50,000 entries: ${page.gateway.cpuUs.toFixed(0)} µs of the gateway's CPU, p99 ${(page.gateway.p99Us / 1000).toFixed(1)} ms, ${page.gateway.rps} pages/s.`)
   if (writes !== undefined) {
     lines.push(`Request log, one instance's writer (a Redis of its own, ${writes.entries} entries of ${writes.credentials} credentials, batches of 500): ${writes.perSecond} entries written per second, `
-      + `${writes.cpuUsPerEntry} µs of the instance's CPU per entry, ${writes.redisCpuUsPerEntry} µs of Redis's own (\`INFO cpu\` before and after); Redis memory ${writes.bytesPerEntry} bytes per entry kept (the entry and its request id's index field; \`used_memory\` before and after).`)
+      + `${writes.cpuUsPerEntry} µs of the instance's CPU per entry, ${writes.redisCpuUsPerEntry} µs of Redis's own (\`INFO cpu\` before and after); Redis memory ${writes.bytesPerEntry} bytes per entry kept (the entry and its share of the minutes' sets of logs; \`used_memory\` before and after).`)
   }
   return lines.length === 0 ? [] : [...lines, '']
 }

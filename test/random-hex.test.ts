@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest'
 import { newSpanId, newTraceId } from '../src/http/trace.js'
-import { generateRequestId } from '../src/http/request-context.js'
+import { arrivalOfRequestId, generateRequestId } from '../src/http/request-id.js'
 
 // The ids drawn for every request: random hex from a pool, never the all-zero ids W3C Trace
 // Context forbids. The trace's rules see the pool through a stand-in that draws what a test says.
@@ -23,9 +23,22 @@ describe('randomHex', () => {
 })
 
 describe('the ids of a request', () => {
-  it('a request id: req_ and 32 hex characters', () => {
-    draws.push('0123456789abcdef0123456789abcdef')
-    expect(generateRequestId()).toBe('req_0123456789abcdef0123456789abcdef')
+  it('a request id: req_, the time it was made at as 12 hex digits, and 20 random ones; the time read back from it', () => {
+    vi.useFakeTimers({ now: 1_795_000_000_123, toFake: ['Date'] })
+    try {
+      draws.push('0123456789abcdef0123', 'fedcba9876543210fedc')
+      const first = generateRequestId()
+      vi.setSystemTime(1_795_000_000_124)
+      const second = generateRequestId()
+      expect([first, second]).toEqual(['req_01a1ee565e7b0123456789abcdef0123', 'req_01a1ee565e7cfedcba9876543210fedc'])
+      expect([arrivalOfRequestId(first), arrivalOfRequestId(second)]).toEqual([1_795_000_000_123, 1_795_000_000_124])
+    } finally {
+      vi.useRealTimers()
+    }
+    // Not an id of ours: no time. An id of the form before (all random) reads as a time at random.
+    expect(['req-1', 'req_0123', 'req_0123456789ABCDEF0123456789abcdef', 'xreq_0123456789abcdef0123456789abcdef', 'req_0123456789abcdef0123456789abcdef0'].map(arrivalOfRequestId))
+      .toEqual([null, null, null, null, null])
+    expect(arrivalOfRequestId('req_0123456789abcdef0123456789abcdef')).toBe(0x0123456789ab)
   })
 
   it('a trace id is never all zero: drawn again', () => {

@@ -5,7 +5,7 @@ import { ApiError } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
 import { pathOf, PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problem.js'
 import { clientErrorHandler } from '../http/client-errors.js'
-import { generateRequestId } from '../http/request-context.js'
+import { generateRequestId } from '../http/request-id.js'
 import type { Metrics } from './metrics.js'
 import { statusReport, type StatusSources } from './status.js'
 

@@ -4,7 +4,7 @@ import { ApiError, type ErrorCode } from '../contract/errors.js'
 import { COMMON_HEADERS, HEADER_REQUEST_ID } from '../contract/headers.js'
 import { PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problem.js'
 import { CoalescedResponse } from './coalesced-response.js'
-import { generateRequestId } from './request-context.js'
+import { generateRequestId } from './request-id.js'
 import { MAX_URL_LENGTH } from './limits.js'
 import type { RouteIndex } from './route-index.js'
 

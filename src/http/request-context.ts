@@ -2,7 +2,6 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { COMMON_HEADERS, HEADER_CORRELATION_ID, HEADER_REQUEST_ID } from '../contract/headers.js'
 import type { Tracing } from '../tracing/tracing.js'
-import { randomHex } from './random-hex.js'
 import { traceFromHeaders, type TraceContext } from './trace.js'
 
 // Stage 0 of every request: its id, its trace and the caller's correlation id.
@@ -11,11 +10,6 @@ const kTrace = Symbol('trace')
 type TracedMessage = IncomingMessage & { [kTrace]?: TraceContext }
 
 export const CORRELATION_ID_PATTERN = /^[A-Za-z0-9._=+/-]{1,128}$/
-
-/** Fastify's ids are counters; ours are unique across instances and restarts. */
-export function generateRequestId(): string {
-  return `req_${randomHex(16)}`
-}
 
 /**
  * The trace of a raw request, worked out once. The logger factory asks for it when the

@@ -8,6 +8,8 @@ import { storedEntry, type RequestLogRecord } from './entry.js'
 // (docs/performance.md, "2026-11-30 (evening): an entry held as bytes").
 
 export const DAY_MS = 86_400_000
+/** The request log's logs that took entries are noted by the minute (store.ts). */
+export const MINUTE_MS = 60_000
 
 /**
  * Bytes a batch's buffer starts with: 500 entries of ~300 bytes (~150 KiB) fit, with the room
@@ -57,16 +59,24 @@ export class BatchBytes {
   }
 }
 
-/** One log's entries in a batch: where each one's line is in the batch's bytes, and the days (epoch ms / DAY_MS) they arrived on. */
+/** One log's entries in a batch: where each one's line is in the batch's bytes, and the minutes (epoch ms / MINUTE_MS) they arrived in. */
 export class LogLines {
   readonly starts: number[] = []
   readonly ends: number[] = []
-  firstDay: number
-  lastDay: number
+  /** Each once, in the order first seen: a batch's entries arrive in a minute or two. */
+  readonly minutes: number[]
+  private lastMinute: number
 
-  constructor(readonly credentialId: string, readonly mode: RequestLogRecord['mode'], day: number) {
-    this.firstDay = day
-    this.lastDay = day
+  constructor(readonly credentialId: string, readonly mode: RequestLogRecord['mode'], minute: number) {
+    this.minutes = [minute]
+    this.lastMinute = minute
+  }
+
+  /** Notes the minute of an entry. */
+  arrivedIn(minute: number): void {
+    if (minute === this.lastMinute) return
+    this.lastMinute = minute
+    if (!this.minutes.includes(minute)) this.minutes.push(minute)
   }
 }
 
@@ -84,12 +94,11 @@ export class EntryBatch {
   add(record: RequestLogRecord): void {
     const start = this.bytes.length
     this.bytes.append(`${storedEntry(record)}\n`)
-    const day = Math.floor(record.atMs / DAY_MS)
+    const minute = Math.floor(record.atMs / MINUTE_MS)
     const logs = record.mode === 'test' ? this.test : this.live
     let log = logs.get(record.credentialId)
-    if (log === undefined) logs.set(record.credentialId, log = new LogLines(record.credentialId, record.mode, day))
-    else if (day < log.firstDay) log.firstDay = day
-    else if (day > log.lastDay) log.lastDay = day
+    if (log === undefined) logs.set(record.credentialId, log = new LogLines(record.credentialId, record.mode, minute))
+    else log.arrivedIn(minute)
     log.starts.push(start)
     log.ends.push(this.bytes.length)
     this.size += 1

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify'
+import { arrivalOfRequestId } from '../http/request-id.js'
 import { maybeQuoted, maybeQuotedPlain, quoted, quotedList, roundedText } from '../json-string.js'
 import { indexFields, indexLine } from './filters.js'
 
@@ -129,8 +130,9 @@ class AnsweredRequest implements RequestLogRecord {
     const cache = request.cacheResult
     const url = request.url
     this.id = request.id
-    // Whole ms, as the ISO time written has them.
-    this.atMs = Math.floor(now - elapsed)
+    // The time in the request's id, under which the log finds the entry of an id; whole ms, as
+    // the ISO time written has them, for an id not of ours.
+    this.atMs = arrivalOfRequestId(request.id) ?? Math.floor(now - elapsed)
     this.credentialId = owner.id
     this.secret = owner.secret
     this.mode = owner.mode
@@ -154,7 +156,7 @@ class AnsweredRequest implements RequestLogRecord {
  * The entry of a request of `status` on the route `route` (its template, or null) answered
  * `elapsed` ms after it arrived, or null when no credential owns it. `now` and the client's
  * address are given by a caller that read them already; `now` read with `elapsed`, their
- * difference is the arrival.
+ * difference is the arrival of a request whose id holds no time.
  */
 export function entryOf(request: FastifyRequest, elapsed: number, status: number, route: string | null, now: number = Date.now(), clientIp: string | null = request.ip ?? null): RequestLogRecord | null {
   const owner = ownerOf(request)

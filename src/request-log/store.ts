@@ -1,7 +1,8 @@
 import type { RedisClient } from '../redis.js'
 import { Cluster } from 'ioredis'
 import { redisScript, redisScriptOverKeys } from '../redis-script.js'
-import { BATCH_BYTES, BatchBytes, DAY_MS, EntryBatch, type LogLines } from './batch.js'
+import { arrivalOfRequestId } from '../http/request-id.js'
+import { BATCH_BYTES, BatchBytes, DAY_MS, EntryBatch, MINUTE_MS, type LogLines } from './batch.js'
 import { storedEntryJson, storedEntryOf, type RequestLogEntry, type RequestLogRecord } from './entry.js'
 import { filtersFields, type RequestLogFilters } from './filters.js'
 
@@ -10,15 +11,20 @@ import { filtersFields, type RequestLogFilters } from './filters.js'
 //   {ns}reqlog:{id}:{mode}:lines    ZSET   each entry, as storedEntry writes it (entry.ts): its arrival, its index line (filters.ts), a tab, the rest of its fields -> epoch ms of its arrival
 // A write adds a batch's entries and trims, in the same script, those older than the
 // retention and the oldest beyond the count; the key expires a retention after the last write.
-// Beside it, for the look-up of a request id:
-//   {ns}reqlog:ids:<UTC day>       HASH   request id -> "<credential id> <mode> <epoch ms of its arrival>" of the entries that arrived that day
-// one per day, so that it goes whole a retention after its day ends (docs/architecture.md §D80),
-// written by the logs' script (on a Cluster, where it is in a slot of its own, by a call of its own).
+// Beside it, for the look-up of a request id by any credential (the admin port's):
+//   {ns}reqlog:logs:<UTC minute>    SET    "<credential id> <mode>" of each log that took an entry that arrived in that minute
+// one per minute, gone a retention after its minute ends. An entry's arrival is the time in its
+// request id (src/http/request-id.ts), so an id names its minute and the entry's score: the
+// entry is found in the few logs of its minute, by its score (docs/architecture.md §D89).
 //
-// Before 2026-12, a log was two keys: its sorted set held each entry's index line alone, and
-// a hash `{ns}reqlog:{id}:{mode}:entries` held the entry by request id (the day's index named
-// no arrival). Such lines hold no tab; they are read through that hash until the retention has
-// taken them (docs/architecture.md, "The request log").
+// Two layouts before are still read, never written, until the retention has taken what they
+// hold (their keys expire on their own):
+// - before 2026-12-01, each request id was indexed by the day its entry arrived on, one field
+//   per entry in `{ns}reqlog:ids:<UTC day>` (HASH: request id -> "<credential id> <mode> <epoch
+//   ms of its arrival>"): ids then held no time (docs/architecture.md §D80);
+// - before that, a log was two keys: its sorted set held each entry's index line alone, and a
+//   hash `{ns}reqlog:{id}:{mode}:entries` held the entry by request id (the day's index named
+//   no arrival). Such lines hold no tab; they are read through that hash.
 
 /** Entries a page's script reads per call while it walks a log for the filters. */
 const SCAN_CHUNK = 1000
@@ -30,114 +36,75 @@ const EXPORT_CHUNK = 500
 // A batch goes to Redis as one argument per log, not two per entry: the client's encoding of
 // each argument was most of a write's CPU in the gateway (docs/performance.md, "The request
 // log"). Its text is the log's stored entries, one a line (`<epoch ms> <index line>\t<the
-// rest>`, entry.ts): the script takes each entry, its score and its request id from its line,
-// so no field is sent twice, and makes one ZADD per 500 entries. One call writes up to
-// LOGS_PER_CALL logs of a batch and the day's request id index of their entries (on a
-// Cluster, where each log's key is in its credential's slot and the index's in a slot of its
-// own, one log, or one day's index): a call per log cost the gateway more than the entries
-// themselves when a batch held a few entries of each of many credentials, and a bound keeps
-// each script short, since Redis serves no one else while it runs (docs/performance.md,
-// "2026-11-30: a batch's logs in one call"). Off a Cluster, the index written by the logs' script
-// costs the gateway no text of its own and a call less per batch, and an entry and its index
-// field are written together (docs/performance.md, "2026-11-30 (evening): the index in the logs' script").
+// rest>`, entry.ts): the script takes each entry and its score from its line, so no field is
+// sent twice, and makes one ZADD per 500 entries. One call writes up to LOGS_PER_CALL logs of a
+// batch (on a Cluster, where each log's key is in its credential's slot, one log): a call per
+// log cost the gateway more than the entries themselves when a batch held a few entries of each
+// of many credentials, and a bound keeps each script short, since Redis serves no one else
+// while it runs (docs/performance.md, "2026-11-30: a batch's logs in one call").
 //
-// KEYS: each log's sorted set and the hash of the layout before, in pairs (none in a call that
-// writes the index alone), then the index's key of each day from the first. ARGV: cutoff
-// (epoch ms: older goes), the most entries a log keeps, when the logs expire, the first day's
-// number (epoch ms / 86,400,000), the number of days, when each day's key expires, then each
-// log's owner (`<credential id> <mode>`) and text, in the order of its keys. An entry of a day
-// without a key is left to another call's index. The entry is the sorted set's member, so a
-// trim is one command by score and one by rank, and an entry costs Redis one insert, not one
-// in a sorted set and one in a hash (docs/performance.md, "2026-11-30 (afternoon): an entry
-// kept once"). Returns the entries written to logs.
+// KEYS: each log's sorted set and the hash of the layout before, in pairs. ARGV: cutoff (epoch
+// ms: older goes), the most entries a log keeps, when the logs expire, then each log's text, in
+// the order of its keys. The entry is the sorted set's member, so a trim is one command by
+// score and one by rank, and an entry costs Redis one insert, not one in a sorted set and one
+// in a hash (docs/performance.md, "2026-11-30 (afternoon): an entry kept once"). Returns the
+// entries written.
 export const WRITE_SCRIPT = `
 local cutoff, most, expireAt = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local firstDay, days = tonumber(ARGV[4]), tonumber(ARGV[5])
-local logs = (#ARGV - 5 - days) / 2
--- The index's keys follow the logs' (a call of the index alone has no log keys).
-local dayKeys, writesLogs = #KEYS - days, #KEYS > days
--- Each day's index fields not yet set: a HSET every 500 entries, and one for the rest.
-local fields = {}
-for day = 1, days do fields[day] = {} end
 local n = 0
-for log = 1, logs do
+for log = 1, #KEYS / 2 do
   local key, before = KEYS[2 * log - 1], KEYS[2 * log]
-  local owner = ARGV[4 + days + 2 * log] .. ' '
   local members, count = {}, 0
-  -- Each line, its score and its request id cut out after plain finds (a search for one byte),
-  -- not by a pattern, which matched every byte of the line against a class: a fifth less of the
+  -- Each line and its score cut out after plain finds (a search for one byte), not by a
+  -- pattern, which matched every byte of the line against a class: a fifth less of the
   -- script's CPU per entry (docs/performance.md, "2026-11-30 (night): lines found by plain finds").
-  local text, from = ARGV[5 + days + 2 * log], 1
+  local text, from = ARGV[3 + log], 1
   while true do
     local stop = string.find(text, '\\n', from, true)
     if stop == nil then break end
-    local space = string.find(text, ' ', from, true)
-    local score = string.sub(text, from, space - 1)
-    if days > 0 then
-      local day = math.floor(tonumber(score) / ${DAY_MS}) - firstDay + 1
-      local waiting = fields[day]
-      if waiting ~= nil then
-        -- The request id, cut only for an index this call writes.
-        waiting[#waiting + 1] = string.sub(text, space + 1, string.find(text, ' ', space + 1, true) - 1)
-        waiting[#waiting + 1] = owner .. score
-        if #waiting == 1000 then
-          redis.call('HSET', KEYS[dayKeys + day], unpack(waiting))
-          fields[day] = {}
-        end
-      end
-    end
-    if writesLogs then
-      -- Lua's unpack has a bound: a ZADD every 500 entries, and one for the rest.
-      members[2 * count + 1] = score
-      members[2 * count + 2] = string.sub(text, from, stop - 1)
-      count = count + 1
-      if count == 500 then
-        redis.call('ZADD', key, unpack(members))
-        n = n + count
-        members, count = {}, 0
-      end
+    -- Lua's unpack has a bound: a ZADD every 500 entries, and one for the rest.
+    members[2 * count + 1] = string.sub(text, from, string.find(text, ' ', from, true) - 1)
+    members[2 * count + 2] = string.sub(text, from, stop - 1)
+    count = count + 1
+    if count == 500 then
+      redis.call('ZADD', key, unpack(members))
+      n = n + count
+      members, count = {}, 0
     end
     from = stop + 1
   end
-  if writesLogs then
-    if count > 0 then
-      redis.call('ZADD', key, unpack(members))
-      n = n + count
-    end
-    if redis.call('EXISTS', before) == 0 then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. cutoff)
-      local over = redis.call('ZCARD', key) - most
-      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
-    else
-      -- Lines of the layout before (no tab) have their entries in the hash: each goes with its
-      -- line, a thousand lines at a time, until the hash is empty and Redis removes it.
-      local function trim(lines)
-        local ids = {}
-        for i = 1, #lines do
-          if not string.find(lines[i], '\\t', 1, true) then ids[#ids + 1] = string.match(lines[i], '^[^ ]*') end
-        end
-        if #ids > 0 then redis.call('HDEL', before, unpack(ids)) end
-        redis.call('ZREMRANGEBYRANK', key, 0, #lines - 1)
-      end
-      while true do
-        local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
-        if #old == 0 then break end
-        trim(old)
-      end
-      local over = redis.call('ZCARD', key) - most
-      while over > 0 do
-        local take = math.min(over, 1000)
-        trim(redis.call('ZRANGE', key, 0, take - 1))
-        over = over - take
-      end
-    end
-    redis.call('PEXPIREAT', key, expireAt)
+  if count > 0 then
+    redis.call('ZADD', key, unpack(members))
+    n = n + count
   end
-end
-for day = 1, days do
-  if #fields[day] > 0 then redis.call('HSET', KEYS[dayKeys + day], unpack(fields[day])) end
-  -- A day's key that got no field here may not exist: PEXPIREAT then does nothing.
-  redis.call('PEXPIREAT', KEYS[dayKeys + day], ARGV[5 + day])
+  if redis.call('EXISTS', before) == 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. cutoff)
+    local over = redis.call('ZCARD', key) - most
+    if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
+  else
+    -- Lines of the layout before (no tab) have their entries in the hash: each goes with its
+    -- line, a thousand lines at a time, until the hash is empty and Redis removes it.
+    local function trim(lines)
+      local ids = {}
+      for i = 1, #lines do
+        if not string.find(lines[i], '\\t', 1, true) then ids[#ids + 1] = string.match(lines[i], '^[^ ]*') end
+      end
+      if #ids > 0 then redis.call('HDEL', before, unpack(ids)) end
+      redis.call('ZREMRANGEBYRANK', key, 0, #lines - 1)
+    end
+    while true do
+      local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)
+      if #old == 0 then break end
+      trim(old)
+    end
+    local over = redis.call('ZCARD', key) - most
+    while over > 0 do
+      local take = math.min(over, 1000)
+      trim(redis.call('ZRANGE', key, 0, take - 1))
+      over = over - take
+    end
+  end
+  redis.call('PEXPIREAT', key, expireAt)
 end
 return n
 `
@@ -261,34 +228,27 @@ export interface LogText {
   end: number
 }
 
-/** One call of the write script: the texts it sends, whether it writes their logs (or the index alone), and the days of the index it writes. */
-export interface WriteCall {
-  texts: readonly LogText[]
-  withLogs: boolean
-  firstDay: number
-  lastDay: number
+/**
+ * The calls of the write script that write a batch's logs, each the texts it sends: up to
+ * LOGS_PER_CALL logs a call; on a Cluster, where each log's keys are in its credential's slot,
+ * one a call.
+ */
+export function writeCalls(texts: readonly LogText[], cluster: boolean): LogText[][] {
+  const perCall = cluster ? 1 : LOGS_PER_CALL
+  return Array.from({ length: Math.ceil(texts.length / perCall) }, (_, i) => texts.slice(i * perCall, (i + 1) * perCall))
 }
 
-/**
- * The calls that write a batch's logs: up to LOGS_PER_CALL logs a call, each with the index of
- * the days their entries arrived on. On a Cluster each log's keys are in the slot of its
- * credential and each day's index in one of its own: a call per log, and one per day with the
- * texts of the logs that hold entries of it.
- */
-export function writeCalls(texts: readonly LogText[], cluster: boolean): WriteCall[] {
-  if (!cluster) {
-    return Array.from({ length: Math.ceil(texts.length / LOGS_PER_CALL) }, (_, i) => texts.slice(i * LOGS_PER_CALL, (i + 1) * LOGS_PER_CALL)).map((group) => ({
-      texts: group, withLogs: true, firstDay: Math.min(...group.map(({ log }) => log.firstDay)), lastDay: Math.max(...group.map(({ log }) => log.lastDay)),
-    }))
+/** The logs that took entries in each minute of a batch (epoch ms / MINUTE_MS), as the minute's set holds them: `<credential id> <mode>`. */
+export function logsByMinute(logs: readonly LogLines[]): Map<number, string[]> {
+  const byMinute = new Map<number, string[]>()
+  for (const log of logs) {
+    for (const minute of log.minutes) {
+      let owners = byMinute.get(minute)
+      if (owners === undefined) byMinute.set(minute, owners = [])
+      owners.push(`${log.credentialId} ${log.mode}`)
+    }
   }
-  const firstDay = Math.min(...texts.map(({ log }) => log.firstDay))
-  const lastDay = Math.max(...texts.map(({ log }) => log.lastDay))
-  return [
-    ...texts.map((text) => ({ texts: [text], withLogs: true, firstDay: 0, lastDay: -1 })),
-    ...Array.from({ length: lastDay - firstDay + 1 }, (_, i) => firstDay + i).map((day) => ({
-      texts: texts.filter(({ log }) => log.firstDay <= day && day <= log.lastDay), withLogs: false, firstDay: day, lastDay: day,
-    })),
-  ]
+  return byMinute
 }
 
 /** Buffers a store keeps for the next batches once their writes have ended. */
@@ -307,9 +267,14 @@ export class RequestLogStore {
     this.findPage = redisScript<PageCommand>(redis, 2, PAGE_SCRIPT)
   }
 
-  /** The day's key of the request id index (UTC). */
+  /** The day's key of the request id index of the layout before (UTC). */
   private idsKey(at: number): string {
     return `${this.namespace}reqlog:ids:${new Date(at).toISOString().slice(0, 10)}`
+  }
+
+  /** The key of the logs that took entries in the minute of `at` (UTC). */
+  private logsKey(at: number): string {
+    return `${this.namespace}reqlog:logs:${new Date(at).toISOString().slice(0, 16)}`
   }
 
   private keys(credentialId: string, mode: string): [string, string] {
@@ -330,9 +295,9 @@ export class RequestLogStore {
   }
 
   /**
-   * Writes a batch, trims each credential's log and indexes each request id on its day: one
-   * script for every LOGS_PER_CALL logs; on a Cluster, one per log and one per day of the
-   * index. The batch is not to be used again.
+   * Writes a batch and trims each credential's log: one script for every LOGS_PER_CALL logs (on
+   * a Cluster, one per log), and notes each log in the minutes its entries arrived in. The
+   * batch is not to be used again.
    */
   async send(batch: EntryBatch): Promise<void> {
     const logs = batch.logs()
@@ -352,14 +317,17 @@ export class RequestLogStore {
     }
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    const sent = await Promise.allSettled(writeCalls(texts, this.redis instanceof Cluster).map(async (call) => {
-      const days = Array.from({ length: call.lastDay - call.firstDay + 1 }, (_, i) => call.firstDay + i)
-      return this.writeLogs(
-        [...(call.withLogs ? call.texts.flatMap(({ log }) => this.keys(log.credentialId, log.mode)) : []), ...days.map((day) => this.idsKey(day * DAY_MS))],
-        [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, call.firstDay, days.length, ...days.map((day) => (day + 1) * DAY_MS + retentionMs),
-          ...call.texts.flatMap(({ log, start, end }) => [`${log.credentialId} ${log.mode}`, bytes.slice(start, end)])],
-      )
-    }))
+    // The minutes' sets first: sent on one connection before the entries, an entry a reader
+    // sees is found by its id too.
+    const noted = [...logsByMinute(logs)].flatMap(([minute, owners]) => {
+      const key = this.logsKey(minute * MINUTE_MS)
+      return [this.redis.sadd(key, ...owners), this.redis.pexpireat(key, (minute + 1) * MINUTE_MS + retentionMs)]
+    })
+    const written = writeCalls(texts, this.redis instanceof Cluster).map(async (call) => this.writeLogs(
+      call.flatMap(({ log }) => this.keys(log.credentialId, log.mode)),
+      [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, ...call.map(({ start, end }) => bytes.slice(start, end))],
+    ))
+    const sent = await Promise.allSettled<unknown>([...noted, ...written])
     const failed = sent.find((result) => result.status === 'rejected')
     if (failed !== undefined) {
       // Not given to the next write: a refused or timed-out command may yet be sent again from
@@ -375,9 +343,9 @@ export class RequestLogStore {
   }
 
   /**
-   * Where the entry of `requestId` is kept, whatever its credential: its log's credential and
-   * mode and its arrival (null for an entry of the layout before, kept in its log's hash);
-   * undefined when no day of the retention knows it.
+   * Where the entry of `requestId` is kept, in the layout before 2026-12-01 (its day's index):
+   * its log's credential and mode and its arrival (null for an entry of the layout before that,
+   * kept in its log's hash); undefined when no day of the retention knows it.
    */
   async locate(requestId: string): Promise<{ credentialId: string; mode: string; atMs: number | null } | undefined> {
     const today = Math.floor(this.now() / DAY_MS)
@@ -391,15 +359,31 @@ export class RequestLogStore {
 
   /** One entry of any credential's, as JSON; undefined when none has it (or it was trimmed). */
   async find(requestId: string): Promise<string | undefined> {
+    const arrival = arrivalOfRequestId(requestId)
+    if (arrival !== null) {
+      // The logs of the id's minute: a few, each asked for the entries of one millisecond.
+      const owners = await this.redis.smembers(this.logsKey(arrival))
+      const found = await Promise.all(owners.map(async (owner) => {
+        const [credentialId, mode] = owner.split(' ') as [string, string]
+        return this.kept(credentialId, mode, requestId, arrival)
+      }))
+      const json = found.find((entry) => entry !== undefined)
+      if (json !== undefined) return json
+    }
     const place = await this.locate(requestId)
     return place === undefined ? undefined : this.kept(place.credentialId, place.mode, requestId, place.atMs)
   }
 
   /** One entry of a credential's, as JSON; undefined when it has none of that id. */
   async get(credentialId: string, mode: string, requestId: string): Promise<string | undefined> {
+    const arrival = arrivalOfRequestId(requestId)
+    if (arrival !== null) {
+      const json = await this.kept(credentialId, mode, requestId, arrival)
+      if (json !== undefined) return json
+    }
+    // An entry of a layout before: through the day's index, or in the log's hash.
     const place = await this.locate(requestId)
     if (place !== undefined && (place.credentialId !== credentialId || place.mode !== mode)) return undefined
-    // Not in the index: an entry of the layout before may be in the log's hash all the same.
     return this.kept(credentialId, mode, requestId, place?.atMs ?? null)
   }
 

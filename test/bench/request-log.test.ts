@@ -44,7 +44,7 @@ describe('requestLogLines', () => {
     expect(requestLogLines([], writes)).toEqual([
       "Request log, one instance's writer (a Redis of its own, 50000 entries of 100 credentials, batches of 500): 71943 entries written per second, "
         + "12.5 µs of the instance's CPU per entry, 6.3 µs of Redis's own (`INFO cpu` before and after); Redis memory 708 bytes per entry kept "
-        + "(the entry and its request id's index field; `used_memory` before and after).",
+        + "(the entry and its share of the minutes' sets of logs; `used_memory` before and after).",
       '',
     ])
   })

@@ -72,6 +72,17 @@ export async function commandCalls(redis: Redis): Promise<Record<string, number>
   return calls
 }
 
+/** Every string a key holds, whatever its type (a hash's fields and values, a set's or a sorted set's members, a string): what a scan for secrets reads. */
+export async function textsOf(redis: Redis, key: string): Promise<string[]> {
+  switch (await redis.type(key)) {
+    case 'hash': return Object.entries(await redis.hgetall(key)).flat()
+    case 'set': return redis.smembers(key)
+    case 'zset': return redis.zrange(key, '0', '-1')
+    case 'string': return [await redis.get(key) ?? '']
+    default: throw new Error(`a key of a type the scan does not read: ${key}`)
+  }
+}
+
 /** Polls `probe` until it returns true or `withinMs` passes; returns whether it did. */
 export async function eventually(probe: () => Promise<boolean>, withinMs: number, everyMs = 20): Promise<boolean> {
   const deadline = Date.now() + withinMs

@@ -11,6 +11,7 @@ const NOW = 1_795_000_000_000.9
 const UTC = new Date(1_795_000_000_000).toISOString()
 
 interface Fields {
+  id?: string
   principal?: Partial<NonNullable<FastifyRequest['principal']>> | null
   refusedCredential?: FastifyRequest['refusedCredential']
   url?: string
@@ -26,7 +27,7 @@ interface Fields {
 function requestOf(fields: Fields = {}): FastifyRequest {
   const principal = fields.principal === null ? null : { keyId: 'key_a1', kind: 'apiKey', mode: 'live', ...fields.principal }
   return {
-    id: 'req-1', method: 'GET', url: fields.url ?? '/v1/properties?perPage=2', headers: fields.headers ?? { 'user-agent': 'partner/1.0' },
+    id: fields.id ?? 'req-1', method: 'GET', url: fields.url ?? '/v1/properties?perPage=2', headers: fields.headers ?? { 'user-agent': 'partner/1.0' },
     principal, refusedCredential: fields.refusedCredential ?? null, cacheResult: fields.cacheResult ?? null, errorCode: fields.errorCode ?? null,
     idempotencyKey: fields.idempotencyKey ?? null, idempotency: fields.idempotency ?? null, ip: 'ip' in fields ? fields.ip : '203.0.113.9',
     trace: fields.trace === undefined ? { traceId: '4bf92f3577b34da6a3ce929d0e0e4736' } : fields.trace,
@@ -43,6 +44,12 @@ describe('an entry made from a request', () => {
       path: '/v1/properties', queryParameters: ['perPage'], status: 400, code: 'UNKNOWN_QUERY_PARAMETER', durationMs: 12.3, cache: null,
       idempotencyKey: null, replayed: false, clientIp: '203.0.113.9', userAgent: 'partner/1.0', traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
     })
+  })
+
+  it('arrived at the time its request id holds, the gateway\'s ids holding one; else the answer\'s time less its duration', () => {
+    // 1,795,000,000,123 ms, 0x01a1ee565e7b: a millisecond apart from NOW - ELAPSED.
+    expect(entryOf(requestOf({ id: 'req_01a1ee565e7b0123456789abcdef0123' }), ELAPSED, 200, null, NOW)?.atMs).toBe(1_795_000_000_123)
+    expect(entryOf(requestOf({ id: 'req-1' }), ELAPSED, 200, null, NOW)?.atMs).toBe(1_794_999_999_988)
   })
 
   it('says which secret of a key was sent, and none for an access token', () => {

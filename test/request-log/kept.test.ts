@@ -5,7 +5,7 @@ import { MockIdp } from '../../mocks/idp/server.js'
 import { RedisKeyStore } from '../../src/keys/store.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
 import { grantClient, oauthFor } from '../helpers/oauth.js'
-import { eventually, keysUnder, REDIS_URL } from '../helpers/redis.js'
+import { eventually, keysUnder, textsOf, REDIS_URL } from '../helpers/redis.js'
 
 // What the request log keeps, and what it never does (docs/security.md, "The request log"):
 // a run with API keys (one rolled), access tokens, request bodies and query values, after
@@ -84,7 +84,7 @@ describe('what is never kept', () => {
 
     const texts: string[] = []
     for (const name of (await keysUnder(redis, t.prefix)).filter((k) => k.includes('reqlog:'))) {
-      texts.push(...(await redis.type(name) === 'hash' ? Object.entries(await redis.hgetall(name)).flat() : await redis.zrange(name, '0', '-1')))
+      texts.push(...await textsOf(redis, name))
     }
     const csv: string[] = []
     for (const owner of [id, grant.id]) {

@@ -4,7 +4,7 @@ import { RedisKeyStore } from '../../src/keys/store.js'
 import type { RequestLogRecord } from '../../src/request-log/entry.js'
 import { RequestLogStore } from '../../src/request-log/store.js'
 import { TestGateway, type Answer } from '../helpers/gateway.js'
-import { eventually, keysUnder, PrivateRedis, REDIS_URL } from '../helpers/redis.js'
+import { eventually, keysUnder, textsOf, PrivateRedis, REDIS_URL } from '../helpers/redis.js'
 
 // The request log over real sockets and real Redis (docs/partners.md, "The request log"):
 // every answer to a request whose credential the gateway knows becomes an entry of that
@@ -204,8 +204,8 @@ describe('what is never kept', () => {
     await logOf(key, 3)
     const stored: string[] = []
     for (const name of (await keysUnder(redis, t.prefix)).filter((k) => k.includes('reqlog:'))) {
-      // The request id index is a hash, a log's entries a sorted set.
-      stored.push(...(await redis.type(name) === 'hash' ? Object.entries(await redis.hgetall(name)).flat() : await redis.zrange(name, '0', '-1')))
+      // A log's entries are a sorted set, a minute's logs a set.
+      stored.push(...await textsOf(redis, name))
     }
     const texts = [...stored, ...t.logs.lines]
     expect(stored.length).toBeGreaterThan(0)

@@ -1,10 +1,11 @@
+import { createHash } from 'node:crypto'
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
 import { LogLines } from '../../src/request-log/batch.js'
-import { LOGS_PER_CALL, RequestLogStore, WRITE_SCRIPT, writeCalls, type LogText } from '../../src/request-log/store.js'
+import { logsByMinute, LOGS_PER_CALL, RequestLogStore, WRITE_SCRIPT, writeCalls, type LogText } from '../../src/request-log/store.js'
 import { commandCalls, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
 // The request log's store over real Redis, without a gateway: a batch goes as one argument
@@ -23,9 +24,23 @@ afterAll(async () => {
   redis.disconnect()
 })
 
-function record(id: string, fields: Partial<RequestLogRecord> = {}): RequestLogRecord {
+/** The test's name of each request id made by `rid`. */
+const names = new Map<string, string>()
+
+/** A request id as the gateway makes them (src/http/request-id.ts): the time in it `atMs`, the rest drawn from the test's name for it. */
+function rid(name: string, atMs: number = NOW): string {
+  const id = `req_${atMs.toString(16).padStart(12, '0')}${createHash('sha256').update(name).digest('hex').slice(0, 20)}`
+  names.set(id, name)
+  return id
+}
+
+/** The test's name of a request id. */
+const nameOf = (id: string): string => names.get(id) ?? id
+
+function record(name: string, fields: Partial<RequestLogRecord> = {}): RequestLogRecord {
+  const atMs = fields.atMs ?? NOW
   return {
-    id, atMs: NOW, credentialId: 'key_store', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
+    id: rid(name, atMs), atMs, credentialId: 'key_store', secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties',
     queryParameters: [], status: 200, code: null, durationMs: 1.5, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: 'x/1', traceId: null, ...fields,
   }
 }
@@ -36,7 +51,8 @@ function seen(r: RequestLogRecord): Record<string, unknown> {
   return { id, at: new Date(atMs).toISOString(), ...rest }
 }
 
-const idsOf = (json: string): string[] => (JSON.parse(json) as { id: string }[]).map((e) => e.id)
+/** The test's names of a page's entries, in its order. */
+const idsOf = (json: string): string[] => (JSON.parse(json) as { id: string }[]).map((e) => nameOf(e.id))
 
 const ODD: RequestLogRecord[] = [
   record('req_plain'),
@@ -74,9 +90,9 @@ describe('a batch written as one argument per log', () => {
     }
     const page = await store.list('key_store', 'live', {}, 1, 50)
     expect(page.total).toBe(ODD.length)
-    expect((JSON.parse(page.json) as { id: string }[]).map((e) => e.id).sort()).toEqual(ODD.map((r) => r.id).sort())
-    expect(await store.get('key_store', 'test', 'req_plain')).toBeUndefined()
-    expect(await store.get('key_other', 'live', 'req_other_key')).toBe(entryJson(others[1] as RequestLogRecord))
+    expect(idsOf(page.json).sort()).toEqual(ODD.map((r) => nameOf(r.id)).sort())
+    expect(await store.get('key_store', 'test', rid('req_plain'))).toBeUndefined()
+    expect(await store.get('key_other', 'live', rid('req_other_key'))).toBe(entryJson(others[1] as RequestLogRecord))
     // One export's chunk parses to what was written.
     const exported: unknown[] = []
     for await (const chunk of store.entries('key_store', 'live', undefined, NOW + 1)) exported.push(...chunk)
@@ -130,11 +146,11 @@ describe('a batch written as one argument per log', () => {
     expect(exported).toEqual(kept.map(seen))
     for (const r of kept) expect([await store.get('key_before', 'live', r.id), await store.find(r.id)], r.id).toEqual([entryJson(r), entryJson(r)])
     // An entry of the layout before goes with its line, from the hash too.
-    expect((await redis.hkeys(entries)).sort()).toEqual(['req_before_2', 'req_before_late'])
-    expect([await store.get('key_before', 'live', before0.id), await store.get('key_before', 'live', before1.id), await store.get('key_before', 'live', 'req_before_gone')])
+    expect((await redis.hkeys(entries)).map(nameOf).sort()).toEqual(['req_before_2', 'req_before_late'])
+    expect([await store.get('key_before', 'live', before0.id), await store.get('key_before', 'live', before1.id), await store.get('key_before', 'live', (old[0] as RequestLogRecord).id)])
       .toEqual([undefined, undefined, undefined])
     // Another credential's entry, either layout, is not this one's.
-    expect([await store.get('key_other', 'live', 'req_before_late'), await store.get('key_other', 'live', 'req_after_1'), await store.get('key_before', 'test', 'req_after_1')])
+    expect([await store.get('key_other', 'live', late.id), await store.get('key_other', 'live', after[1].id), await store.get('key_before', 'test', after[1].id)])
       .toEqual([undefined, undefined, undefined])
     // Once the last of them is trimmed, the hash is gone and the log is one key.
     await store.write(Array.from({ length: 4 }, (_, i) => record(`req_after_${2 + i}`, { credentialId: 'key_before', atMs: NOW - 5 + i })))
@@ -146,8 +162,8 @@ describe('a batch written as one argument per log', () => {
     const many = Array.from({ length: 1200 }, (_, i) => record(`req_many_${i}`, { credentialId: 'key_many', atMs: NOW - 1200 + i }))
     await store.write(many)
     const page = await store.list('key_many', 'live', {}, 1, 3)
-    expect([page.total, (JSON.parse(page.json) as { id: string }[]).map((e) => e.id)]).toEqual([1200, ['req_many_1199', 'req_many_1198', 'req_many_1197']])
-    expect(await store.find('req_many_0')).toBe(entryJson(many[0] as RequestLogRecord))
+    expect([page.total, idsOf(page.json)]).toEqual([1200, ['req_many_1199', 'req_many_1198', 'req_many_1197']])
+    expect(await store.find(rid('req_many_0', NOW - 1200))).toBe(entryJson(many[0] as RequestLogRecord))
   })
 })
 
@@ -164,7 +180,7 @@ describe('the logs of a batch, written by one call', () => {
     await store.write([a[0], b[0], aTest[0], a[1], b[1], a[2], aTest[1], b[2], a[3], b[3], a[4]] as RequestLogRecord[])
     const ids = async (credentialId: string, mode: string): Promise<string[]> => {
       const page = await store.list(credentialId, mode, {}, 1, 10)
-      return (JSON.parse(page.json) as { id: string }[]).map((e) => e.id)
+      return idsOf(page.json)
     }
     expect(await ids('key_trim_a', 'live')).toEqual(['req_trim_a_4', 'req_trim_a_3', 'req_trim_a_2'])
     expect(await ids('key_trim_a', 'test')).toEqual(['req_trim_at_1', 'req_trim_at_0'])
@@ -194,59 +210,50 @@ describe('a log past its bounds by thousands', () => {
     expect(await redis.zcard(lines)).toBe(3000)
     const newest = await store.list('key_bulk', 'live', {}, 1, 2)
     const oldest = await store.list('key_bulk', 'live', {}, 1500, 2)
-    expect([newest.total, (JSON.parse(newest.json) as { id: string }[]).map((e) => e.id), (JSON.parse(oldest.json) as { id: string }[]).map((e) => e.id)])
+    expect([newest.total, idsOf(newest.json), idsOf(oldest.json)])
       .toEqual([3000, ['req_bulk_6509', 'req_bulk_6508'], ['req_bulk_3511', 'req_bulk_3510']])
-    expect([await store.get('key_bulk', 'live', 'req_bulk_3509'), await store.get('key_bulk', 'live', 'req_bulk_3510')])
+    expect([await store.get('key_bulk', 'live', (recent[3509] as RequestLogRecord).id), await store.get('key_bulk', 'live', (recent[3510] as RequestLogRecord).id)])
       .toEqual([undefined, entryJson(recent[3510] as RequestLogRecord)])
   })
 })
 
 describe('the calls of a write', () => {
-  const TODAY = Math.floor(NOW / DAY)
-  /** A log's text of the entries of `credentialId` that arrived from `firstDay` to `lastDay`. */
-  const text = (credentialId: string, firstDay: number, lastDay: number): LogText => {
-    const log = new LogLines(credentialId, 'live', firstDay)
-    log.lastDay = lastDay
+  const MINUTE = 60_000
+  const THIS_MINUTE = Math.floor(NOW / MINUTE)
+  /** A log's text of the entries of `credentialId` that arrived in `minutes`, in that order. */
+  const text = (credentialId: string, ...minutes: number[]): LogText => {
+    const log = new LogLines(credentialId, 'live', minutes[0] as number)
+    for (const minute of minutes.slice(1)) log.arrivedIn(minute)
     return { log, start: 0, end: 1 }
   }
-  const shown = (texts: readonly LogText[], cluster: boolean): unknown[] =>
-    writeCalls(texts, cluster).map((call) => [call.texts.map(({ log }) => log.credentialId), call.withLogs, call.firstDay - TODAY, call.lastDay - TODAY])
+  const shown = (texts: readonly LogText[], cluster: boolean): string[][] => writeCalls(texts, cluster).map((call) => call.map(({ log }) => log.credentialId))
 
-  it(`groups up to ${LOGS_PER_CALL} logs a call, each call with the days of its logs' entries`, () => {
-    const texts = Array.from({ length: LOGS_PER_CALL + 3 }, (_, i) => text(`key_${i}`, TODAY, TODAY))
-    texts[1] = text('key_1', TODAY - 1, TODAY)
-    texts[LOGS_PER_CALL + 1] = text(`key_${LOGS_PER_CALL + 1}`, TODAY, TODAY + 1)
-    expect(shown(texts, false)).toEqual([
-      [texts.slice(0, LOGS_PER_CALL).map(({ log }) => log.credentialId), true, -1, 0],
-      [texts.slice(LOGS_PER_CALL).map(({ log }) => log.credentialId), true, 0, 1],
-    ])
-    expect(shown([text('key_one', TODAY - 2, TODAY - 1)], false)).toEqual([[['key_one'], true, -2, -1]])
-    expect(shown([], false)).toEqual([])
+  it(`groups up to ${LOGS_PER_CALL} logs a call; on a Cluster, where each log is in its credential's slot, one`, () => {
+    const texts = Array.from({ length: LOGS_PER_CALL + 3 }, (_, i) => text(`key_${i}`, THIS_MINUTE))
+    expect(shown(texts, false)).toEqual([texts.slice(0, LOGS_PER_CALL).map(({ log }) => log.credentialId), texts.slice(LOGS_PER_CALL).map(({ log }) => log.credentialId)])
+    expect(shown(texts.slice(0, 3), true)).toEqual([['key_0'], ['key_1'], ['key_2']])
+    expect([shown([], false), shown([], true)]).toEqual([[], []])
   })
 
-  it('on a Cluster, writes each log alone and each day\'s index alone, from the texts of the logs with entries that day', () => {
-    const texts = [text('key_a', TODAY - 1, TODAY), text('key_b', TODAY, TODAY), text('key_c', TODAY - 2, TODAY - 2)]
-    expect(shown(texts, true)).toEqual([
-      [['key_a'], true, -TODAY, -TODAY - 1], [['key_b'], true, -TODAY, -TODAY - 1], [['key_c'], true, -TODAY, -TODAY - 1],
-      [['key_c'], false, -2, -2], [['key_a'], false, -1, -1], [['key_a', 'key_b'], false, 0, 0],
-    ])
+  it('notes each log in each minute its entries arrived in, once, whatever their order', () => {
+    const logs = [text('key_a', THIS_MINUTE, THIS_MINUTE - 1, THIS_MINUTE, THIS_MINUTE - 1), text('key_b', THIS_MINUTE), text('key_c', THIS_MINUTE - 3, THIS_MINUTE - 1)]
+    expect([...logsByMinute(logs.map(({ log }) => log))].map(([minute, owners]) => [minute - THIS_MINUTE, owners]))
+      .toEqual([[0, ['key_a live', 'key_b live']], [-1, ['key_a live', 'key_c live']], [-3, ['key_c live']]])
   })
 
-  it('writes a day\'s index alone when the call names no log (a Cluster\'s call per day), from the lines of the logs it is given', async () => {
+  it('writes each log\'s entries and none of its ids to an index', async () => {
     const namespace = `${prefix}alone:`
-    const dayKey = `${namespace}reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`
     const lines = (records: readonly RequestLogRecord[]): string => records.map((r) => `${storedEntry(r)}\n`).join('')
-    // The day before is another call's: its entry is not indexed here.
     const a = [record('req_alone_0', { credentialId: 'key_alone_a', atMs: NOW }), record('req_alone_1', { credentialId: 'key_alone_a', atMs: NOW - DAY })]
     const b = [record('req_alone_2', { credentialId: 'key_alone_b', mode: 'test', atMs: NOW + 1 })]
-    const expireAt = (TODAY + 2) * DAY
-    expect(await redis.eval(WRITE_SCRIPT, 1, dayKey, NOW - DAY, 1000, NOW + DAY, TODAY, 1, expireAt, 'key_alone_a live', lines(a), 'key_alone_b test', lines(b))).toBe(0)
-    expect(await redis.hgetall(dayKey)).toEqual({ req_alone_0: `key_alone_a live ${NOW}`, req_alone_2: `key_alone_b test ${NOW + 1}` })
-    expect(await redis.call('PEXPIRETIME', dayKey)).toBe(expireAt)
-    expect(await redis.keys(`${namespace}reqlog:{*`)).toEqual([])
+    const keys = [`${namespace}reqlog:{key_alone_a}:live:lines`, `${namespace}reqlog:{key_alone_a}:live:entries`, `${namespace}reqlog:{key_alone_b}:test:lines`, `${namespace}reqlog:{key_alone_b}:test:entries`]
+    expect(await redis.eval(WRITE_SCRIPT, 4, ...keys, NOW - 2 * DAY, 1000, NOW + DAY, lines(a), lines(b))).toBe(3)
+    expect([await redis.zrangebyscore(keys[0] as string, '-inf', '+inf', 'WITHSCORES'), await redis.zrangebyscore(keys[2] as string, '-inf', '+inf', 'WITHSCORES')])
+      .toEqual([[storedEntry(a[1] as RequestLogRecord), `${NOW - DAY}`, storedEntry(a[0] as RequestLogRecord), `${NOW}`], [storedEntry(b[0] as RequestLogRecord), `${NOW + 1}`]])
+    expect((await redis.keys(`${namespace}*`)).sort()).toEqual([keys[0], keys[2]])
   })
 
-  it(`writes up to ${LOGS_PER_CALL} logs a call, each with its entries' request ids on their days, in no call of its own`, async () => {
+  it(`writes up to ${LOGS_PER_CALL} logs a call, and each minute's logs in two commands`, async () => {
     // A server of the test's own: its command statistics count this test's calls alone.
     const server = await PrivateRedis.start()
     const own = new Redis(server.url)
@@ -256,25 +263,23 @@ describe('the calls of a write', () => {
       await store.write([record('req_warm', { credentialId: 'key_warm' })])
       await own.config('RESETSTAT')
       const credentials = LOGS_PER_CALL + 8
-      // The first log's 600 entries arrive on two days, 501 on the day before: the index's
-      // fields of a day are set 500 entries at a time.
-      const yesterday = Array.from({ length: 501 }, (_, i) => record(`req_before_${i}`, { credentialId: 'key_calls0', atMs: NOW - DAY + i }))
-      const today = Array.from({ length: 99 }, (_, i) => record(`req_today_${i}`, { credentialId: 'key_calls0', atMs: NOW - 1000 + i }))
+      // The first log's 600 entries arrive in two minutes, 501 in the minute before.
+      const before = Array.from({ length: 501 }, (_, i) => record(`req_before_${i}`, { credentialId: 'key_calls0', atMs: NOW - MINUTE + i }))
+      const now = Array.from({ length: 99 }, (_, i) => record(`req_now_${i}`, { credentialId: 'key_calls0', atMs: NOW + i }))
       const others = Array.from({ length: credentials * 2 }, (_, i) => record(`req_calls_${i}`, { credentialId: `key_calls${i % credentials}` }))
-      await store.write([...yesterday, ...others, ...today])
+      await store.write([...before, ...others, ...now])
       const calls = await commandCalls(own)
       expect(calls.evalsha).toBe(2)
       // Each log added to once, the first in two ZADDs (500 and 102): no log in two calls.
       expect(calls.zadd).toBe(credentials + 1)
-      // The first call's day before in two (500 entries, then 1), its today in one (99 + 64), the
-      // second call's today in one (16).
-      expect(calls.hset).toBe(2 + 1 + 1)
-      // Each log's key, and each day's of each call (the first call's two, the second's one).
-      expect(calls.pexpireat).toBe(credentials + 3)
-      expect([await own.hlen(`calls:reqlog:ids:${new Date(NOW - DAY).toISOString().slice(0, 10)}`), await own.hlen(`calls:reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`)])
-        .toEqual([501, 99 + credentials * 2 + 1])
-      for (const r of [yesterday[0], yesterday[500], today[98], others[0], others[credentials * 2 - 1]] as RequestLogRecord[]) {
-        expect(await store.get(r.credentialId, 'live', r.id), r.id).toBe(entryJson(r))
+      // Each minute's logs in one SADD; each log's key and each minute's set given its expiry.
+      expect([calls.sadd, calls.pexpireat, calls.hset]).toEqual([2, credentials + 2, undefined])
+      const minuteKey = (at: number): string => `calls:reqlog:logs:${new Date(at).toISOString().slice(0, 16)}`
+      // This minute's set holds the warming write's log too.
+      expect([await own.smembers(minuteKey(NOW - MINUTE)), (await own.smembers(minuteKey(NOW))).length]).toEqual([['key_calls0 live'], credentials + 1])
+      expect([await own.pexpiretime(minuteKey(NOW - MINUTE)), await own.pexpiretime(minuteKey(NOW))]).toEqual([NOW + DAY, NOW + MINUTE + DAY])
+      for (const r of [before[0], before[500], now[98], others[0], others[credentials * 2 - 1]] as RequestLogRecord[]) {
+        expect([await store.get(r.credentialId, 'live', r.id), await store.find(r.id)], r.id).toEqual([entryJson(r), entryJson(r)])
       }
       for (let i = 1; i < credentials; i += 13) expect((await store.list(`key_calls${i}`, 'live', {}, 1, 10)).total).toBe(2)
     } finally {
@@ -319,6 +324,7 @@ describe('a batch', () => {
 })
 
 describe('the reads of a log', () => {
+  const MINUTE = 60_000
   const log = Array.from({ length: 620 }, (_, i) => record(`req_read_${i}`, { credentialId: 'key_read', atMs: NOW - 620 + i }))
 
   it('lists a page newest first within a window, each bound exclusive, with how many the window holds', async () => {
@@ -342,15 +348,15 @@ describe('the reads of a log', () => {
     expect(chunks.map((c) => c.length)).toEqual([500, 120])
     expect(chunks.flat()).toEqual(log.map((r) => r.id).reverse())
     const narrow: string[][] = []
-    for await (const chunk of store.entries('key_read', 'live', NOW - 4, NOW - 1)) narrow.push(chunk.map((e) => e.id))
+    for await (const chunk of store.entries('key_read', 'live', NOW - 4, NOW - 1)) narrow.push(chunk.map((e) => nameOf(e.id)))
     expect(narrow).toEqual([['req_read_618', 'req_read_617']])
     const none: string[][] = []
     for await (const chunk of store.entries('key_read', 'test', undefined, NOW)) none.push(chunk.map((e) => e.id))
     expect(none).toEqual([])
   })
 
-  it('indexes each request id under its own credential and mode, on the day it arrived, in a batch of several of each', async () => {
-    // A namespace of its own: the day's index then holds these six and nothing else.
+  it('finds each request id, whatever its credential and mode, through the logs of its minute, in a batch of several of each', async () => {
+    // A namespace of its own: the minutes' sets then hold these logs and nothing else.
     const namespace = `${prefix}mix:`
     const store = new RequestLogStore(redis, namespace, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
     const batch = [
@@ -359,25 +365,35 @@ describe('the reads of a log', () => {
       record('req_mix_5', { credentialId: 'key_mix_a', mode: 'test' }), record('req_mix_6', { credentialId: 'key_mix_a', atMs: NOW - DAY }),
     ]
     await store.write(batch)
-    const dayKey = (at: number): string => `${namespace}reqlog:ids:${new Date(at).toISOString().slice(0, 10)}`
-    expect(await redis.hgetall(dayKey(NOW - DAY))).toEqual({ req_mix_1: `key_mix_a live ${NOW - DAY}`, req_mix_6: `key_mix_a live ${NOW - DAY}`, req_mix_4: `key_mix_b test ${NOW - DAY}` })
-    expect(await redis.hgetall(dayKey(NOW))).toEqual({ req_mix_3: `key_mix_a live ${NOW}`, req_mix_2: `key_mix_b test ${NOW}`, req_mix_5: `key_mix_a test ${NOW}` })
+    const minuteKey = (at: number): string => `${namespace}reqlog:logs:${new Date(at).toISOString().slice(0, 16)}`
+    expect([(await redis.smembers(minuteKey(NOW - DAY))).sort(), (await redis.smembers(minuteKey(NOW))).sort()])
+      .toEqual([['key_mix_a live', 'key_mix_b test'], ['key_mix_a live', 'key_mix_a test', 'key_mix_b test']])
     for (const r of batch) expect(await store.find(r.id)).toBe(entryJson(r))
+    // Another credential's id, one of another mode, one of a minute nobody wrote in, and a string that is no id of ours.
+    const [one, two] = batch as [RequestLogRecord, RequestLogRecord]
+    expect([await store.get('key_mix_b', 'test', one.id), await store.get('key_mix_a', 'test', one.id), await store.get('key_mix_b', 'live', two.id),
+      await store.find(rid('req_mix_none', NOW - 3 * MINUTE)), await store.find('req_mix_1')]).toEqual([undefined, undefined, undefined, undefined, undefined])
     expect(idsOf((await store.list('key_mix_a', 'live', {}, 1, 10)).json)).toEqual(['req_mix_3', 'req_mix_6', 'req_mix_1'])
   })
 
-  it('finds a request id whatever its credential on each day of the retention, and not after it', async () => {
-    const entry = record('req_days', { credentialId: 'key_days', mode: 'test' })
-    await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).write([entry])
-    const lookUp = async (now: number): Promise<unknown> => new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => now).locate('req_days')
-    expect(await lookUp(NOW)).toEqual({ credentialId: 'key_days', mode: 'test', atMs: NOW })
-    expect(await lookUp(NOW + 7 * DAY)).toEqual({ credentialId: 'key_days', mode: 'test', atMs: NOW })
-    expect(await lookUp(NOW + 8 * DAY)).toBeUndefined()
-    expect(await lookUp(NOW - DAY)).toBeUndefined()
-    expect(await new RequestLogStore(redis, prefix, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).find('req_nobody')).toBeUndefined()
-    // The day's index goes a retention after its day ends (an instant, whatever the clock says now).
-    const day = `${prefix}reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`
-    expect(await redis.call('PEXPIRETIME', day)).toBe((Math.floor(NOW / DAY) + 1) * DAY + 7 * DAY)
+  it('finds an entry indexed by its day, as the layout before wrote it, on each day of the retention, and not after it', async () => {
+    const namespace = `${prefix}days:`
+    const store = (now: number): RequestLogStore => new RequestLogStore(redis, namespace, { retentionDays: 7, maxPerCredential: 1000 }, () => now)
+    // Request ids then held no time: 32 random hex digits, read as a time nobody wrote in.
+    const entry = { ...record('req_days', { credentialId: 'key_days', mode: 'test' }), id: 'req_f0e1d2c3b4a5968778695a4b3c2d1e0f' }
+    await store(NOW).write([entry])
+    await redis.del(`${namespace}reqlog:logs:${new Date(NOW).toISOString().slice(0, 16)}`)
+    await redis.hset(`${namespace}reqlog:ids:${new Date(NOW).toISOString().slice(0, 10)}`, entry.id, `key_days test ${NOW}`)
+    expect([await store(NOW).locate(entry.id), await store(NOW + 7 * DAY).locate(entry.id), await store(NOW + 8 * DAY).locate(entry.id), await store(NOW - DAY).locate(entry.id)])
+      .toEqual([{ credentialId: 'key_days', mode: 'test', atMs: NOW }, { credentialId: 'key_days', mode: 'test', atMs: NOW }, undefined, undefined])
+    expect([await store(NOW).find(entry.id), await store(NOW).get('key_days', 'test', entry.id), await store(NOW).get('key_days', 'live', entry.id), await store(NOW).find('req_nobody')])
+      .toEqual([entryJson(entry), entryJson(entry), undefined, undefined])
+  })
+
+  it('keeps each minute\'s set of logs a retention after its minute ends (an instant, whatever the clock says now)', async () => {
+    const namespace = `${prefix}expiry:`
+    await new RequestLogStore(redis, namespace, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW).write([record('req_expiry', { credentialId: 'key_expiry', atMs: NOW + 61_500 })])
+    expect(await redis.pexpiretime(`${namespace}reqlog:logs:${new Date(NOW + 60_000).toISOString().slice(0, 16)}`)).toBe(NOW + 120_000 + 7 * DAY)
   })
 
   it('writes a batch larger than the buffer it starts with, and the next batch after it', async () => {
@@ -401,7 +417,7 @@ describe('the reads of a log', () => {
       if (client.status !== 'ready') await once(client, 'ready')
       await store.write([record('req_next', { credentialId: 'key_refused' })])
       expect(idsOf((await store.list('key_refused', 'live', {}, 1, 10)).json)).toEqual(['req_next'])
-      expect(await store.get('key_refused', 'live', 'req_next')).toBe(entryJson(record('req_next', { credentialId: 'key_refused' })))
+      expect(await store.get('key_refused', 'live', rid('req_next'))).toBe(entryJson(record('req_next', { credentialId: 'key_refused' })))
     } finally {
       client.disconnect()
     }
@@ -426,7 +442,7 @@ describe('a page with filters, found in Redis', () => {
       .map((r) => [r.atMs, indexLine(r)] as const)
       .sort((a, b) => b[0] - a[0] || (a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : 0))
     const ids = inWindow.map(([, line]) => matchLine(line, filters)).filter((id): id is string => id !== undefined)
-    return [ids.length, ids.slice((page - 1) * perPage, page * perPage)]
+    return [ids.length, ids.slice((page - 1) * perPage, page * perPage).map(nameOf)]
   }
   const cases: [string, RequestLogFilters][] = [
     ['an exact status', { status: { kind: 'exact', status: 404 } }],
@@ -449,7 +465,7 @@ describe('a page with filters, found in Redis', () => {
     for (const [page, perPage] of [[1, 5], [2, 5], [3, 7], [1, 100], [40, 5]] as const) {
       const found = await store.list('key_filters', 'live', filters, page, perPage)
       const [total, ids] = expected(filters, page, perPage)
-      expect([found.total, (JSON.parse(found.json) as { id: string }[]).map((e) => e.id)], `page ${page} of ${perPage}`).toEqual([total, ids])
+      expect([found.total, idsOf(found.json)], `page ${page} of ${perPage}`).toEqual([total, ids])
     }
   })
 
@@ -459,7 +475,7 @@ describe('a page with filters, found in Redis', () => {
     const credentialId = layout === 'an entry' ? 'key_odd_entry' : 'key_odd_before'
     for (const [i, line] of lines.entries()) {
       const id = line.slice(0, line.indexOf(' '))
-      const stored = storedEntry(record(id, { credentialId }))
+      const stored = storedEntry({ ...record(id, { credentialId }), id })
       if (layout === 'an entry') {
         // The line put in place of a real entry's, the rest of its fields (after the tab) as written.
         await redis.zadd(`${prefix}reqlog:{${credentialId}}:live:lines`, NOW - i, `${NOW - i} ${line}${stored.slice(stored.indexOf('\t'))}`)
