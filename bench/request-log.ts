@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
+import { requestIdAt } from '../src/http/request-id.js'
 import { createLogger } from '../src/logger.js'
 import type { RequestLogRecord } from '../src/request-log/entry.js'
 import { RequestLogStore } from '../src/request-log/store.js'
@@ -20,7 +21,7 @@ const STATUSES = [200, 200, 200, 200, 200, 200, 200, 304, 404, 429] as const
 export function benchEntry(credentialId: string, at: number, i: number): RequestLogRecord {
   const status = STATUSES[i % STATUSES.length] as number
   return {
-    id: `req_${randomUUID().replaceAll('-', '')}`, atMs: at, credentialId, secret: 'current', mode: 'live', method: 'GET',
+    id: requestIdAt(at, randomUUID().replaceAll('-', '').slice(0, 20)), atMs: at, credentialId, secret: 'current', mode: 'live', method: 'GET',
     route: '/v1/properties/{propertyId}', path: `/v1/properties/${randomUUID()}`, queryParameters: i % 3 === 0 ? ['include'] : [],
     status, code: status === 404 ? 'PROPERTY_NOT_FOUND' : status === 429 ? 'RATE_LIMITED' : null, durationMs: 3.4, cache: status === 200 ? 'hit' : null,
     idempotencyKey: null, replayed: false, clientIp: '203.0.113.7', userAgent: 'acme-sync/2.1 (+https://acme.example.com)', traceId: randomUUID().replaceAll('-', ''),
@@ -76,7 +77,8 @@ export async function requestLogWriteCost(redisUrl: string, entries: number): Pr
     await store.write(Array.from({ length: credentials }, (_, i) => benchEntry(`key_bench${i}`, now - entries - 1, i)))
     const used = async (): Promise<number> => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1])
     const templates = Array.from({ length: BATCH }, (_, i) => benchEntry(`key_bench${i % credentials}`, now, i))
-    const idPrefix = `req_${randomUUID().replaceAll('-', '').slice(0, 16)}`
+    // Each id holds its entry's arrival, as the gateway's do, and is its own by the count after a random part.
+    const idRandom = randomUUID().replaceAll('-', '').slice(0, 4)
     let made = 0
     const addAll = async (count: number): Promise<void> => {
       for (let added = 0; added < count; added += BATCH) {
@@ -88,7 +90,8 @@ export async function requestLogWriteCost(redisUrl: string, entries: number): Pr
         }
         for (let i = 0; i < BATCH && added + i < count; i += 1) {
           made += 1
-          writer.add({ ...(templates[i] as RequestLogRecord), id: `${idPrefix}${made.toString(16).padStart(16, '0')}`, atMs: now - 2 * entries + made })
+          const atMs = now - 2 * entries + made
+          writer.add({ ...(templates[i] as RequestLogRecord), id: requestIdAt(atMs, `${idRandom}${made.toString(16).padStart(16, '0')}`), atMs })
         }
         await setImmediate()
       }

@@ -8,18 +8,28 @@ import { randomHex } from './random-hex.js'
 
 const OUR_ID = /^req_[0-9a-f]{32}$/
 
-/** The millisecond of the last id made, and its 12 hex digits: an instance makes many ids a millisecond. */
+/** A time's 12 hex digits, as an id holds them. */
+function timeDigits(ms: number): string {
+  return ms.toString(16).padStart(12, '0')
+}
+
+/** The millisecond of the last id made, and its digits: an instance makes many ids a millisecond. */
 let lastMs = -1
-let lastMsHex = ''
+let lastMsDigits = ''
 
 /** A new request id. Fastify's ids are counters; ours are unique across instances and restarts. */
 export function generateRequestId(): string {
   const now = Date.now()
   if (now !== lastMs) {
     lastMs = now
-    lastMsHex = now.toString(16).padStart(12, '0')
+    lastMsDigits = timeDigits(now)
   }
-  return `req_${lastMsHex}${randomHex(10)}`
+  return `req_${lastMsDigits}${randomHex(10)}`
+}
+
+/** The request id made at `ms` whose random part is `random` (20 hex digits): what generateRequestId makes, for tests and benches. */
+export function requestIdAt(ms: number, random: string): string {
+  return `req_${timeDigits(ms)}${random}`
 }
 
 /**

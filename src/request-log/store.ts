@@ -109,6 +109,19 @@ end
 return n
 `
 
+// Notes logs in a minute's set and sets when it goes, in one step: a set left without its
+// expiry by a failure between two commands would stay for good. KEYS: the minute's set; ARGV:
+// when it expires, then the logs (`<credential id> <mode>`).
+export const NOTE_SCRIPT = `
+redis.call('SADD', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+`
+
+type NoteCommand = (minuteKey: string, expireAt: number, ...owners: string[]) => Promise<unknown>
+
+/** Logs the operator's look-up of a request id reads at once. */
+const LOOKUPS_AT_ONCE = 64
+
 // A page with filters, found inside Redis (the gateway reads only the page's entries): walks
 // the window's entries newest first, by rank a thousand at a time, and matches the index line
 // of each as matchLine does (filters.ts): an entry's, between its arrival and its tab, or a
@@ -260,11 +273,13 @@ export class RequestLogStore {
   private readonly now: () => number
   private readonly writeLogs: (keys: readonly string[], args: readonly (string | number | Buffer)[]) => Promise<number>
   private readonly findPage: PageCommand
+  private readonly note: NoteCommand
 
   constructor(private readonly redis: RedisClient, private readonly namespace: string, private readonly retention: RetentionSettings, now?: () => number) {
     this.now = now ?? Date.now
     this.writeLogs = redisScriptOverKeys<number>(redis, WRITE_SCRIPT)
     this.findPage = redisScript<PageCommand>(redis, 2, PAGE_SCRIPT)
+    this.note = redisScript<NoteCommand>(redis, 1, NOTE_SCRIPT)
   }
 
   /** The day's key of the request id index of the layout before (UTC). */
@@ -317,17 +332,15 @@ export class RequestLogStore {
     }
     const now = this.now()
     const retentionMs = this.retention.retentionDays * DAY_MS
-    // The minutes' sets first: sent on one connection before the entries, an entry a reader
-    // sees is found by its id too.
-    const noted = [...logsByMinute(logs)].flatMap(([minute, owners]) => {
-      const key = this.logsKey(minute * MINUTE_MS)
-      return [this.redis.sadd(key, ...owners), this.redis.pexpireat(key, (minute + 1) * MINUTE_MS + retentionMs)]
-    })
-    const written = writeCalls(texts, this.redis instanceof Cluster).map(async (call) => this.writeLogs(
+    // The minutes' sets first, and the entries only once they are written: an entry a reader
+    // sees is found by its id too, and a batch whose sets failed is dropped whole (counted by
+    // the writer) rather than kept where the operator's look-up cannot find it.
+    await Promise.all([...logsByMinute(logs)].map(async ([minute, owners]) =>
+      this.note(this.logsKey(minute * MINUTE_MS), (minute + 1) * MINUTE_MS + retentionMs, ...owners)))
+    const sent = await Promise.allSettled(writeCalls(texts, this.redis instanceof Cluster).map(async (call) => this.writeLogs(
       call.flatMap(({ log }) => this.keys(log.credentialId, log.mode)),
       [now - retentionMs, this.retention.maxPerCredential, now + retentionMs, ...call.map(({ start, end }) => bytes.slice(start, end))],
-    ))
-    const sent = await Promise.allSettled<unknown>([...noted, ...written])
+    )))
     const failed = sent.find((result) => result.status === 'rejected')
     if (failed !== undefined) {
       // Not given to the next write: a refused or timed-out command may yet be sent again from
@@ -361,14 +374,17 @@ export class RequestLogStore {
   async find(requestId: string): Promise<string | undefined> {
     const arrival = arrivalOfRequestId(requestId)
     if (arrival !== null) {
-      // The logs of the id's minute: a few, each asked for the entries of one millisecond.
+      // The logs of the id's minute, each asked for the entries of one millisecond, so many at
+      // a time: a busy minute's set names every credential that called in it.
       const owners = await this.redis.smembers(this.logsKey(arrival))
-      const found = await Promise.all(owners.map(async (owner) => {
-        const [credentialId, mode] = owner.split(' ') as [string, string]
-        return this.kept(credentialId, mode, requestId, arrival)
-      }))
-      const json = found.find((entry) => entry !== undefined)
-      if (json !== undefined) return json
+      for (let from = 0; from < owners.length; from += LOOKUPS_AT_ONCE) {
+        const found = await Promise.all(owners.slice(from, from + LOOKUPS_AT_ONCE).map(async (owner) => {
+          const [credentialId, mode] = owner.split(' ') as [string, string]
+          return this.kept(credentialId, mode, requestId, arrival)
+        }))
+        const json = found.find((entry) => entry !== undefined)
+        if (json !== undefined) return json
+      }
     }
     const place = await this.locate(requestId)
     return place === undefined ? undefined : this.kept(place.credentialId, place.mode, requestId, place.atMs)

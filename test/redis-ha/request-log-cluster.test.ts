@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { haRedisMissing, RedisCluster } from '../../bench/redis-ha/topology.js'
 import { parseHostPorts } from '../../src/config/process.js'
+import { requestIdAt } from '../../src/http/request-id.js'
 import { createRedis, type RedisClient } from '../../src/redis.js'
 import type { RequestLogRecord } from '../../src/request-log/entry.js'
 import { RequestLogStore } from '../../src/request-log/store.js'
@@ -22,7 +23,7 @@ const DAY = 86_400_000
 /** An entry whose request id holds its arrival, as the gateway's ids do (src/http/request-id.ts); `n` tells it from the others of its millisecond. */
 function record(n: number, credentialId: string, atMs: number): RequestLogRecord {
   return {
-    id: `req_${atMs.toString(16).padStart(12, '0')}${n.toString(16).padStart(20, '0')}`, atMs, credentialId, secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties', queryParameters: [],
+    id: requestIdAt(atMs, n.toString(16).padStart(20, '0')), atMs, credentialId, secret: 'current', mode: 'live', method: 'GET', route: '/v1/properties', path: '/v1/properties', queryParameters: [],
     status: 200, code: null, durationMs: 1.5, cache: null, idempotencyKey: null, replayed: false, clientIp: '127.0.0.1', userAgent: 'x/1', traceId: null,
   }
 }

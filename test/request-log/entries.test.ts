@@ -47,7 +47,7 @@ describe('an entry made from a request', () => {
   })
 
   it('arrived at the time its request id holds, the gateway\'s ids holding one; else the answer\'s time less its duration', () => {
-    // 1,795,000,000,123 ms, 0x01a1ee565e7b: a millisecond apart from NOW - ELAPSED.
+    // 1,795,000,000,123 ms, 0x01a1ee565e7b: 135 ms after NOW - ELAPSED, so that the two cannot be taken for each other.
     expect(entryOf(requestOf({ id: 'req_01a1ee565e7b0123456789abcdef0123' }), ELAPSED, 200, null, NOW)?.atMs).toBe(1_795_000_000_123)
     expect(entryOf(requestOf({ id: 'req-1' }), ELAPSED, 200, null, NOW)?.atMs).toBe(1_794_999_999_988)
   })

@@ -2,9 +2,10 @@ import { createHash } from 'node:crypto'
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
+import { requestIdAt } from '../../src/http/request-id.js'
 import { entryJson, storedEntry, storedEntryJson, type RequestLogRecord } from '../../src/request-log/entry.js'
 import { indexLine, matchLine, type RequestLogFilters } from '../../src/request-log/filters.js'
-import { LogLines } from '../../src/request-log/batch.js'
+import { LogLines, MINUTE_MS as MINUTE } from '../../src/request-log/batch.js'
 import { logsByMinute, LOGS_PER_CALL, RequestLogStore, WRITE_SCRIPT, writeCalls, type LogText } from '../../src/request-log/store.js'
 import { commandCalls, PrivateRedis, REDIS_URL, removePrefix, testPrefix } from '../helpers/redis.js'
 
@@ -29,7 +30,7 @@ const names = new Map<string, string>()
 
 /** A request id as the gateway makes them (src/http/request-id.ts): the time in it `atMs`, the rest drawn from the test's name for it. */
 function rid(name: string, atMs: number = NOW): string {
-  const id = `req_${atMs.toString(16).padStart(12, '0')}${createHash('sha256').update(name).digest('hex').slice(0, 20)}`
+  const id = requestIdAt(atMs, createHash('sha256').update(name).digest('hex').slice(0, 20))
   names.set(id, name)
   return id
 }
@@ -218,7 +219,6 @@ describe('a log past its bounds by thousands', () => {
 })
 
 describe('the calls of a write', () => {
-  const MINUTE = 60_000
   const THIS_MINUTE = Math.floor(NOW / MINUTE)
   /** A log's text of the entries of `credentialId` that arrived in `minutes`, in that order. */
   const text = (credentialId: string, ...minutes: number[]): LogText => {
@@ -253,7 +253,7 @@ describe('the calls of a write', () => {
     expect((await redis.keys(`${namespace}*`)).sort()).toEqual([keys[0], keys[2]])
   })
 
-  it(`writes up to ${LOGS_PER_CALL} logs a call, and each minute's logs in two commands`, async () => {
+  it(`writes up to ${LOGS_PER_CALL} logs a call, and each minute's logs in one`, async () => {
     // A server of the test's own: its command statistics count this test's calls alone.
     const server = await PrivateRedis.start()
     const own = new Redis(server.url)
@@ -269,7 +269,8 @@ describe('the calls of a write', () => {
       const others = Array.from({ length: credentials * 2 }, (_, i) => record(`req_calls_${i}`, { credentialId: `key_calls${i % credentials}` }))
       await store.write([...before, ...others, ...now])
       const calls = await commandCalls(own)
-      expect(calls.evalsha).toBe(2)
+      // Two calls of the logs' script, one of the minutes' for each of the two minutes.
+      expect(calls.evalsha).toBe(2 + 2)
       // Each log added to once, the first in two ZADDs (500 and 102): no log in two calls.
       expect(calls.zadd).toBe(credentials + 1)
       // Each minute's logs in one SADD; each log's key and each minute's set given its expiry.
@@ -324,7 +325,6 @@ describe('a batch', () => {
 })
 
 describe('the reads of a log', () => {
-  const MINUTE = 60_000
   const log = Array.from({ length: 620 }, (_, i) => record(`req_read_${i}`, { credentialId: 'key_read', atMs: NOW - 620 + i }))
 
   it('lists a page newest first within a window, each bound exclusive, with how many the window holds', async () => {
@@ -376,6 +376,17 @@ describe('the reads of a log', () => {
     expect(idsOf((await store.list('key_mix_a', 'live', {}, 1, 10)).json)).toEqual(['req_mix_3', 'req_mix_6', 'req_mix_1'])
   })
 
+  it('finds a request id among more logs of its minute than it reads at once', async () => {
+    const namespace = `${prefix}crowd:`
+    const store = new RequestLogStore(redis, namespace, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    // 150 credentials in one minute: read 64 logs at a time, the last in the third round.
+    const crowd = Array.from({ length: 150 }, (_, i) => record(`req_crowd_${i}`, { credentialId: `key_crowd_${i}`, atMs: NOW + i }))
+    await store.write(crowd)
+    expect((await redis.smembers(`${namespace}reqlog:logs:${new Date(NOW).toISOString().slice(0, 16)}`)).length).toBe(150)
+    for (const r of [crowd[0], crowd[70], crowd[149]] as RequestLogRecord[]) expect(await store.find(r.id), r.id).toBe(entryJson(r))
+    expect(await store.find(rid('req_crowd_none', NOW + 1))).toBeUndefined()
+  })
+
   it('finds an entry indexed by its day, as the layout before wrote it, on each day of the retention, and not after it', async () => {
     const namespace = `${prefix}days:`
     const store = (now: number): RequestLogStore => new RequestLogStore(redis, namespace, { retentionDays: 7, maxPerCredential: 1000 }, () => now)
@@ -404,6 +415,19 @@ describe('the reads of a log', () => {
     const after = record('req_after_large', { credentialId: 'key_large', atMs: NOW })
     await store.write([after])
     for (const r of [...large, after]) expect(JSON.parse(await store.get('key_large', 'live', r.id) ?? 'null')).toEqual(seen(r))
+  })
+
+  it('throws when the logs\' script fails after the minutes\' sets were written: a set then names logs without the entries, which a look-up reads for nothing', async () => {
+    const namespace = `${prefix}wrong:`
+    const store = new RequestLogStore(redis, namespace, { retentionDays: 7, maxPerCredential: 1000 }, () => NOW)
+    // A key of another type where a log's sorted set goes: Redis refuses that log's ZADD.
+    await redis.set(`${namespace}reqlog:{key_wrong_a}:live:lines`, 'not a sorted set')
+    const sent = [record('req_wrong_0', { credentialId: 'key_wrong_a' }), record('req_wrong_1', { credentialId: 'key_wrong_b' })]
+    await expect(store.write(sent)).rejects.toThrow(/WRONGTYPE/)
+    expect([(await redis.smembers(`${namespace}reqlog:logs:${new Date(NOW).toISOString().slice(0, 16)}`)).sort(), idsOf((await store.list('key_wrong_b', 'live', {}, 1, 10)).json)])
+      .toEqual([['key_wrong_a live', 'key_wrong_b live'], []])
+    // The script stopped at the first log's ZADD, before the second's, whose entry is then not found by its id.
+    expect(await store.get('key_wrong_b', 'live', (sent[1] as RequestLogRecord).id)).toBeUndefined()
   })
 
   it('throws when Redis refuses a write, and writes the next batch whole once it answers', async () => {
