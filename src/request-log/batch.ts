@@ -63,19 +63,15 @@ export class BatchBytes {
 export class LogLines {
   readonly starts: number[] = []
   readonly ends: number[] = []
-  /** Each once, in the order first seen: a batch's entries arrive in a minute or two. */
+  /** Each once, in the order first seen: a batch's entries arrive in a minute or two, so the look-up is of one or two. */
   readonly minutes: number[]
-  private lastMinute: number
 
   constructor(readonly credentialId: string, readonly mode: RequestLogRecord['mode'], minute: number) {
     this.minutes = [minute]
-    this.lastMinute = minute
   }
 
   /** Notes the minute of an entry. */
   arrivedIn(minute: number): void {
-    if (minute === this.lastMinute) return
-    this.lastMinute = minute
     if (!this.minutes.includes(minute)) this.minutes.push(minute)
   }
 }
