@@ -76,7 +76,7 @@ export function patternsFor(patterns: string[], modules: string[]): string[] {
 export const UNIT_TEST_FILES: Record<string, readonly string[]> = {
   'src/events': ['test/events/rules.test.ts', 'test/events/log.test.ts', 'test/events/ingest-route.test.ts', 'test/events/config.test.ts', 'test/events/store.test.ts'],
   'src/credentials': ['test/credentials/service.test.ts', 'test/credentials/admin-rules.test.ts', 'test/credentials/usage-recorder.test.ts', 'test/credentials/partner-route.test.ts', 'test/credentials/config.test.ts', 'test/credentials/admin-routes.test.ts', 'test/credentials/usage-failures.test.ts'],
-  'src/request-log': ['test/request-log/rules.test.ts', 'test/request-log/entries.test.ts', 'test/request-log/config.test.ts', 'test/request-log/store.test.ts'],
+  'src/request-log': ['test/request-log/rules.test.ts', 'test/request-log/entries.test.ts', 'test/request-log/bytes.test.ts', 'test/request-log/config.test.ts', 'test/request-log/store.test.ts'],
   'src/portal': ['test/portal/rules.test.ts', 'test/portal/pages.test.ts', 'test/portal/store.test.ts', 'test/portal/routes.test.ts'],
   'src/lifecycle': ['test/lifecycle/rules.test.ts', 'test/lifecycle/config.test.ts', 'test/lifecycle/reload-rules.test.ts', 'test/lifecycle/documents.test.ts', 'test/lifecycle/stage.test.ts', 'test/lifecycle/reloader.test.ts'],
   'src/webhooks': ['test/webhooks/rules.test.ts', 'test/webhooks/addresses.test.ts', 'test/webhooks/schedule.test.ts', 'test/webhooks/recovery.test.ts', 'test/webhooks/store.test.ts', 'test/webhooks/worker.test.ts', 'test/webhooks/connections.test.ts', 'test/webhooks/service-failures.test.ts', 'test/webhooks/deliveries-paths.test.ts'],

@@ -1,4 +1,5 @@
-import { storedEntry, type RequestLogRecord } from './entry.js'
+import type { BatchBytes } from './bytes.js'
+import { writeStoredEntry, type RequestLogRecord } from './entry.js'
 
 // A batch of the request log as the writer fills it (docs/architecture.md, "The request log"):
 // each entry's stored line is written as UTF-8 into the batch's bytes when the entry is added,
@@ -11,53 +12,7 @@ export const DAY_MS = 86_400_000
 /** The request log's logs that took entries are noted by the minute (store.ts). */
 export const MINUTE_MS = 60_000
 
-/**
- * Bytes a batch's buffer starts with: 500 entries of ~300 bytes (~150 KiB) fit, with the room
- * each text's append asks for (3 bytes a character).
- */
-export const BATCH_BYTES = 512 * 1024
-
-/** Text written as UTF-8 into one buffer, grown when a text might not fit; its slices are what is sent. */
-export class BatchBytes {
-  private buffer: Buffer
-  length = 0
-
-  constructor(size: number) {
-    this.buffer = Buffer.allocUnsafeSlow(size)
-  }
-
-  /** Room for `more` bytes after what is written, the buffer grown (and copied) if need be. */
-  private reserve(more: number): void {
-    const most = this.length + more
-    if (most > this.buffer.length) {
-      const grown = Buffer.allocUnsafeSlow(Math.max(most, this.buffer.length * 2))
-      this.buffer.copy(grown, 0, 0, this.length)
-      this.buffer = grown
-    }
-  }
-
-  append(text: string): void {
-    // UTF-8 takes at most 3 bytes per UTF-16 unit (a pair's 4 bytes are 2 per unit).
-    this.reserve(text.length * 3)
-    this.length += this.buffer.write(text, this.length)
-  }
-
-  /** Appends the bytes `start` to `end` of another buffer's. */
-  appendFrom(source: BatchBytes, start: number, end: number): void {
-    this.reserve(end - start)
-    this.length += source.buffer.copy(this.buffer, this.length, start, end)
-  }
-
-  slice(start: number, end: number): Buffer {
-    return this.buffer.subarray(start, end)
-  }
-
-  /** Empty for the next batch; a buffer grown far by an unusual batch is not kept. */
-  clear(): void {
-    this.length = 0
-    if (this.buffer.length > 4 * BATCH_BYTES) this.buffer = Buffer.allocUnsafeSlow(BATCH_BYTES)
-  }
-}
+const LINE_BREAK = 0x0a
 
 /** One log's entries in a batch: where each one's line is in the batch's bytes, and the minutes (epoch ms / MINUTE_MS) they arrived in. */
 export class LogLines {
@@ -89,7 +44,8 @@ export class EntryBatch {
 
   add(record: RequestLogRecord): void {
     const start = this.bytes.length
-    this.bytes.append(`${storedEntry(record)}\n`)
+    writeStoredEntry(record, this.bytes)
+    this.bytes.byte(LINE_BREAK)
     const minute = Math.floor(record.atMs / MINUTE_MS)
     const logs = record.mode === 'test' ? this.test : this.live
     let log = logs.get(record.credentialId)
