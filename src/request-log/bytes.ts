@@ -8,8 +8,8 @@ import { quoted } from '../json-string.js'
 // "2026-12-01 (morning): an entry written without its text").
 
 /**
- * Bytes a batch's buffer starts with: 500 entries of ~300 bytes (~150 KiB) fit, with the room
- * each text's append asks for (3 bytes a character).
+ * Bytes a batch's buffer starts with: 500 entries of ~300 bytes (~150 KiB) fit, with room to
+ * spare for a text that goes through the encoder (3 bytes a character reserved).
  */
 export const BATCH_BYTES = 512 * 1024
 
