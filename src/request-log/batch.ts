@@ -44,7 +44,13 @@ export class EntryBatch {
 
   add(record: RequestLogRecord): void {
     const start = this.bytes.length
-    writeStoredEntry(record, this.bytes)
+    try {
+      writeStoredEntry(record, this.bytes)
+    } catch (error) {
+      // No line cut short is left in the bytes: a batch of one log is sent whole, the next line glued to it.
+      this.bytes.length = start
+      throw error
+    }
     this.bytes.byte(LINE_BREAK)
     const minute = Math.floor(record.atMs / MINUTE_MS)
     const logs = record.mode === 'test' ? this.test : this.live
