@@ -25,6 +25,14 @@ const CHUNK_CONCURRENCY = 4
 
 const NOT_FOUND = { found: false } as const
 
+/** The read cache's key of one property. */
+function hotelKey(id: string): string {
+  return `hotel:${id}`
+}
+
+/** What a read served from the cache notes for the request's log line: one object for all. */
+const CACHE_HIT = { cache: 'hit' } as const
+
 function byCreatedThenId(a: Property, b: Property): number {
   if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? -1 : 1
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
@@ -42,13 +50,21 @@ export class PmsPropertySource implements PropertySource {
 
   async get(id: string, context: SourceContext): Promise<PropertyRecord | undefined> {
     const upstream = this.upstreamFor(context.mode)
-    const cached = await this.read(upstream, `hotel:${id}`, context, async () => {
+    const cached = await this.read(upstream, hotelKey(id), context, async () => {
       const body = await upstream.client.getHotel(id, this.callContext(context))
       if (body === undefined) return NOT_FOUND
       const hotel = parseHotel(upstream.client.name, body)
       return { chainCode: hotel.chain_code, property: toProperty(hotel, upstream.client.name) }
     })
     return 'found' in cached ? undefined : cached
+  }
+
+  held(id: string, context: SourceContext): PropertyRecord | null | undefined {
+    // A mode without its PMS is refused by `get`.
+    const cached = this.upstreams[context.mode]?.cache.fresh(hotelKey(id)) as PropertyRecord | typeof NOT_FOUND | undefined
+    if (cached === undefined) return undefined
+    context.observe?.(CACHE_HIT)
+    return 'found' in cached ? null : cached
   }
 
   async listActive(scope: ListScope, page: number, perPage: number, context: SourceContext): Promise<PropertyPage> {

@@ -1,6 +1,7 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { sendProperties, sendProperty } from '../contract/envelope.js'
 import { ApiError } from '../contract/errors.js'
+import type { Property } from '../contract/property.js'
 import { callerOf } from '../http/request-state.js'
 import { builtInRoutes, routerPath } from '../routes/policy.js'
 import { accessibleProperty, sourceContext } from './access.js'
@@ -24,11 +25,20 @@ export function propertyRoutes(source: PropertySource) {
       return sendProperties(request, reply, result.items, { page, perPage, total: result.total })
     })
 
-    app.get<{ Params: { propertyId: string } }>(routerPath(single.path), { config: { policy: single } }, async (request, reply) => {
-      const property = await accessibleProperty(source, request.params.propertyId.toLowerCase(), request, accessDeniedStatus)
-      // A refusal returned is answered as a thrown one is (Fastify sends an Error to the error handler).
-      if (property instanceof ApiError) return property
-      return sendProperty(request, reply, property)
+    // Not an async function: a property the source holds is answered in the handler's own turn
+    // (docs/performance.md, "A cache hit answered at once"); one it must load, when it loads.
+    app.get<{ Params: { propertyId: string } }>(routerPath(single.path), { config: { policy: single } }, (request, reply) => {
+      const found = accessibleProperty(source, request.params.propertyId.toLowerCase(), request, accessDeniedStatus)
+      if (found instanceof Promise) return found.then((property) => answerWith(request, reply, property))
+      // A handler that is not async returns nothing once it has sent its answer.
+      if (found instanceof ApiError) return found
+      sendProperty(request, reply, found)
+      return undefined
     })
   }
+}
+
+/** The property sent; a refusal returned, which Fastify answers as it answers a thrown one (its error handler). */
+function answerWith(request: FastifyRequest, reply: FastifyReply, found: Property | ApiError): FastifyReply | ApiError {
+  return found instanceof ApiError ? found : sendProperty(request, reply, found)
 }

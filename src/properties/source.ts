@@ -33,6 +33,12 @@ export interface PropertyPage {
 export interface PropertySource {
   /** The property with this (lower-case) id, whatever its chain; undefined when unknown. */
   get(id: string, context: SourceContext): Promise<PropertyRecord | undefined>
+  /**
+   * What `get` would give, at once, when the source holds it without a wait (a read-cache
+   * hit): the record, or null for a property known not to exist; undefined when only `get`
+   * can tell. A source without it is always asked through `get`.
+   */
+  held?(id: string, context: SourceContext): PropertyRecord | null | undefined
   /** Active properties in scope, ordered by createdAt then id. */
   listActive(scope: ListScope, page: number, perPage: number, context: SourceContext): Promise<PropertyPage>
 }
