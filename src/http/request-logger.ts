@@ -32,13 +32,35 @@ export class LazyRequestLogger implements FastifyBaseLogger {
     this.logger.level = level
   }
 
-  fatal: FastifyBaseLogger['fatal'] = (...args: Parameters<FastifyBaseLogger['fatal']>) => this.logger.fatal(...args)
-  error: FastifyBaseLogger['error'] = (...args: Parameters<FastifyBaseLogger['error']>) => this.logger.error(...args)
-  warn: FastifyBaseLogger['warn'] = (...args: Parameters<FastifyBaseLogger['warn']>) => this.logger.warn(...args)
-  info: FastifyBaseLogger['info'] = (...args: Parameters<FastifyBaseLogger['info']>) => this.logger.info(...args)
-  debug: FastifyBaseLogger['debug'] = (...args: Parameters<FastifyBaseLogger['debug']>) => this.logger.debug(...args)
-  trace: FastifyBaseLogger['trace'] = (...args: Parameters<FastifyBaseLogger['trace']>) => this.logger.trace(...args)
-  silent: FastifyBaseLogger['silent'] = (...args: Parameters<FastifyBaseLogger['silent']>) => this.logger.silent(...args)
+  // Methods, not arrow-function fields: a field is a closure made anew for every request, seven of
+  // them per request for levels that are almost never called.
+  fatal(...args: Parameters<FastifyBaseLogger['fatal']>): void {
+    this.logger.fatal(...args)
+  }
+
+  error(...args: Parameters<FastifyBaseLogger['error']>): void {
+    this.logger.error(...args)
+  }
+
+  warn(...args: Parameters<FastifyBaseLogger['warn']>): void {
+    this.logger.warn(...args)
+  }
+
+  info(...args: Parameters<FastifyBaseLogger['info']>): void {
+    this.logger.info(...args)
+  }
+
+  debug(...args: Parameters<FastifyBaseLogger['debug']>): void {
+    this.logger.debug(...args)
+  }
+
+  trace(...args: Parameters<FastifyBaseLogger['trace']>): void {
+    this.logger.trace(...args)
+  }
+
+  silent(...args: Parameters<FastifyBaseLogger['silent']>): void {
+    this.logger.silent(...args)
+  }
 
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.logger.child(bindings, options)
