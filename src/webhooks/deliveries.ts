@@ -544,7 +544,7 @@ export class Deliveries {
     // The bookkeeping changes the endpoint as it is now, and only if its partner has not changed it since the attempt began.
     const facts: AttemptFacts = { url: endpoint.url, started, ended }
     if (outcome === 'delivered') {
-      // The attempt, that its event was received (a recovery of failed events leaves it out), and the record as it is now, in one round trip.
+      // The attempt, that its event was received (a recovery of failed events leaves it out), and the record as it is now when it was failing, in one round trip.
       const received = job.data.kind === 'test' ? undefined : this.recoveries?.store.received(endpoint.id, job.data.ulid, ended, this.retentionMs)
       // The lease is freed by the same call when the endpoint was not failing (nothing more to write for it).
       const holder = job.id as string

@@ -216,8 +216,9 @@ return admitted
 // "Not failing" is rules.ts `afterSuccess`'s test (`failingSince` null: nothing to write),
 // read here from the record's JSON (a string field cannot hold that text: its quotes are
 // escaped). When it does not hold, the lease stays with its holder, which frees it after
-// writing the bookkeeping.
-// {record, 1 when freed, the parked deliveries the lease went to...}; {''} when it is gone.
+// writing the bookkeeping from the record returned.
+// {'', 1, the parked deliveries the lease went to...} when freed (the record, not failing, has
+// nothing for its holder to write: not sent back); {record, 0} when not; {''} when it is gone.
 const RECORD_DELIVERED_SCRIPT = `${RELEASE}
 local record = redis.call('HGET', KEYS[1], ARGV[1])
 if not record then return {''} end
@@ -229,12 +230,12 @@ if KEYS[3] ~= '' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
   redis.call('PEXPIRE', KEYS[3], ARGV[8])
 end
-local result = {record, 0}
 if ARGV[9] ~= '' and string.find(record, '"failingSince":null', 1, true) then
-  result[2] = 1
+  local result = {'', 1}
   release(KEYS[4], KEYS[5], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12]), result)
+  return result
 end
-return result
+return {record, 0}
 `
 
 type CreateCommand = (ep: string, cred: string, part: string, id: string, record: string, max: number, score: number) => Promise<number>
@@ -399,17 +400,20 @@ export class EndpointStore {
   /**
    * Records a delivered attempt and, with `received`, that the endpoint received its event (a
    * key of recoveries.ts, trimmed to the retention), in one round trip; with `lease`, frees the
-   * holder's lease in the same call when the endpoint was not failing (as `release` does). The
-   * endpoint's record as it is after (undefined when it is gone: nothing is written then),
-   * whether the lease was freed, and the parked deliveries it went to (wake them).
+   * holder's lease in the same call when the endpoint was not failing (as `release` does).
+   * Whether the lease was freed and the parked deliveries it went to (wake them); when it was
+   * not, the endpoint's record as it is after, for the bookkeeping its holder writes (undefined
+   * when it is gone: nothing is written then). A freed lease's record is not sent back: an
+   * endpoint not failing has nothing to write, and reading the record cost an attempt a parse.
    */
   async recordDelivered(endpointId: string, attempt: Attempt, received?: Received, lease?: Lease): Promise<{ record?: EndpointRecord; released: boolean; woken: string[] }> {
     const [json, released, ...woken] = await this.commands.recordDelivered(
       this.ep, this.att(endpointId), received?.key ?? '', this.slot(endpointId), this.park(endpointId), endpointId, JSON.stringify(attempt), KEPT_ATTEMPTS, ATTEMPTS_SHOWN_MS,
       received?.at ?? 0, received?.ulid ?? '', received?.forgetBefore ?? 0, received?.ttlMs ?? 0, lease?.holder ?? '', lease?.now ?? 0, lease?.until ?? 0, lease?.limit ?? 0,
     )
+    if (released === 1) return { released: true, woken }
     if (json === '') return { released: false, woken: [] }
-    return { record: JSON.parse(json) as EndpointRecord, released: released === 1, woken }
+    return { record: JSON.parse(json) as EndpointRecord, released: false, woken }
   }
 
   /**

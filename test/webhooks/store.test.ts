@@ -198,6 +198,17 @@ describe('the leases of an endpoint', () => {
     expect(await store.take('we_Z', 'j9', T0, until, 1, 13, 60_000)).toEqual({ taken: true, woken: [] })
   })
 
+  it('takes the record as it is now after a change, not the one it read before', async () => {
+    const { store } = fresh()
+    await store.create(endpoint('we_A'), 10)
+    const until = T0 + 30_000
+    expect(await store.take('we_A', 'j1', T0, until, 5, 10, 60_000)).toEqual({ taken: true, woken: [], record: endpoint('we_A') })
+    await store.update('we_A', (record) => ({ ...record, failingSince: T0 }))
+    expect(await store.take('we_A', 'j2', T0, until, 5, 11, 60_000)).toEqual({ taken: true, woken: [], record: endpoint('we_A', { failingSince: T0 }) })
+    await store.update('we_A', (record) => ({ ...record, failingSince: null }))
+    expect(await store.take('we_A', 'j3', T0, until, 5, 12, 60_000)).toEqual({ taken: true, woken: [], record: endpoint('we_A') })
+  })
+
   it('takes back a lapsed lease: a new attempt takes it, and its parked deliveries get it', async () => {
     const { store, base } = fresh()
     await store.acquire('we_A', 'j1', T0, T0 + 1000, 1, 1, 60_000)
@@ -361,7 +372,7 @@ describe('recoveries', () => {
       await endpoints.acquire(id, 'j2', T0, until, 1, 2, 60_000)
     }
     const lease = { holder: 'j1', now: T0 + 10, until: until + 5, limit: 1 }
-    expect(await endpoints.recordDelivered('we_A', attempt(1, T0), undefined, lease)).toEqual({ record: endpoint('we_A'), released: true, woken: ['j2'] })
+    expect(await endpoints.recordDelivered('we_A', attempt(1, T0), undefined, lease)).toEqual({ released: true, woken: ['j2'] })
     expect(await redis.zrange(`${base}slot:we_A`, '0', '-1', 'WITHSCORES')).toEqual(['j2', String(until + 5)])
     expect(await redis.pexpiretime(`${base}slot:we_A`)).toBe(until + 5)
     // Failing: its bookkeeping is to be written first, so the lease is freed after it (`release`).
