@@ -42,14 +42,14 @@ export function accessibleProperty(source: PropertySource, id: string, request: 
   if (!mayUse && accessDeniedStatus === 404) return notFound(id)
   const context = sourceContext(request)
   const held = source.held?.(id, context)
-  if (held !== undefined) return verdict(held ?? undefined, id, brand.chainCode, principal, mayUse)
+  if (held !== undefined) return verdict(held, id, brand.chainCode, principal, mayUse)
   return source.get(id, context).then((record) => verdict(record, id, brand.chainCode, principal, mayUse))
 }
 
-/** The answer for the property's record (undefined: none with this id) to a caller of the chain `chainCode`. */
-function verdict(record: PropertyRecord | undefined, id: string, chainCode: string, principal: Principal, mayUse: boolean): Property | ApiError {
+/** The answer for the property's record (null or undefined: none with this id) to a caller of the chain `chainCode`. */
+function verdict(record: PropertyRecord | null | undefined, id: string, chainCode: string, principal: Principal, mayUse: boolean): Property | ApiError {
   // Another brand's property does not exist as far as this host is concerned.
-  if (record === undefined || record.chainCode !== chainCode) return notFound(id)
+  if (record == null || record.chainCode !== chainCode) return notFound(id)
   if (!mayUse) return new ApiError('PROPERTY_ACCESS_DENIED', `Your ${principal.kind === 'apiKey' ? 'API key' : 'client'} is not authorised for property '${id}'.`)
   return record.property
 }

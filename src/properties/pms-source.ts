@@ -23,7 +23,13 @@ const IDS_PER_CALL = 100
 /** Allow-list chunks read at once, so a cold list of thousands does not flood the PMS. */
 const CHUNK_CONCURRENCY = 4
 
+/** What the cache holds for a property the PMS does not know (the cache holds no undefined). */
 const NOT_FOUND = { found: false } as const
+
+/** The record a cached entry stands for; null for a property known not to exist. */
+function recordOf(cached: PropertyRecord | typeof NOT_FOUND): PropertyRecord | null {
+  return 'found' in cached ? null : cached
+}
 
 /** The read cache's key of one property. */
 function hotelKey(id: string): string {
@@ -56,7 +62,7 @@ export class PmsPropertySource implements PropertySource {
       const hotel = parseHotel(upstream.client.name, body)
       return { chainCode: hotel.chain_code, property: toProperty(hotel, upstream.client.name) }
     })
-    return 'found' in cached ? undefined : cached
+    return recordOf(cached) ?? undefined
   }
 
   held(id: string, context: SourceContext): PropertyRecord | null | undefined {
@@ -64,7 +70,7 @@ export class PmsPropertySource implements PropertySource {
     const cached = this.upstreams[context.mode]?.cache.fresh(hotelKey(id)) as PropertyRecord | typeof NOT_FOUND | undefined
     if (cached === undefined) return undefined
     context.observe?.(CACHE_HIT)
-    return 'found' in cached ? null : cached
+    return recordOf(cached)
   }
 
   async listActive(scope: ListScope, page: number, perPage: number, context: SourceContext): Promise<PropertyPage> {
