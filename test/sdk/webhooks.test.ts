@@ -81,7 +81,16 @@ describe('verifyWebhook', () => {
     const { 'webhook-signature': _signature, ...unsigned } = signed(body)
     expect(refusal(() => verifyWebhook(body, unsigned, secret)).message).toBe('Missing required headers')
     expect(refusal(() => verifyWebhook('not json', signed('not json'), secret)).message).toBe('The payload is not JSON')
-    expect(refusal(() => verifyWebhook('[1,2]', signed('[1,2]'), secret)).message).toBe('The payload is not a JSON object')
+    for (const payload of ['[1,2]', 'null', '42', '"property.updated"']) {
+      expect(refusal(() => verifyWebhook(payload, signed(payload), secret)).message).toBe('The payload is not a JSON object')
+    }
+  })
+
+  it('takes a header given as several values, as Node gives one sent twice: the signatures of both', () => {
+    const other = `whsec_${randomBytes(32).toString('base64')}`
+    const headers = signed(body)
+    const twice = { ...headers, 'webhook-signature': [signed(body, new Date(), other)['webhook-signature'] as string, headers['webhook-signature'] as string], 'x-absent': undefined }
+    expect(verifyWebhook(body, twice, secret)).toEqual(event)
   })
 
   it('verifies what a receiver on a real socket got: the raw body and Node\'s headers', async () => {
