@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest'
+import { ApiConnectionError, ApiError, ApiTimeoutError, PartnerClient, TokenError, type ClientOptions, type RetryInfo } from '../../sdk/src/index.js'
+import { USER_AGENT } from '../../sdk/src/client.js'
+
+// What the client sends for each call, and how it counts its attempts, over a fetch that
+// answers from a script (the client's edge: the requests it builds are read as fetch gets
+// them). The same behaviours against a running gateway are in gateway.test.ts and
+// retries.test.ts; these are the cases that need an answer a gateway does not give on cue.
+
+const BASE = 'https://api.acme-hotels.example'
+const TOKEN_URL = 'https://idp.example/oauth2/token'
+const ID = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
+
+interface Seen {
+  method: string
+  url: string
+  headers: Record<string, string>
+  body: string
+}
+
+function problem(status: number, code: string, retryAfter?: string): Response {
+  return new Response(JSON.stringify({ type: `https://docs.example/errors/${code}`, title: code, status, code, detail: `${code} detail`, requestId: 'req_1', errors: [] }), {
+    status, headers: { 'content-type': 'application/problem+json', ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }) },
+  })
+}
+
+function ok(data: unknown = { id: ID }): Response {
+  return new Response(JSON.stringify({ data, meta: { requestId: 'req_2' } }), { status: 200, headers: { 'content-type': 'application/json', 'service-request-id': 'req_2' } })
+}
+
+function token(value: string): Response {
+  return new Response(JSON.stringify({ access_token: value, token_type: 'Bearer', expires_in: 3600 }), { status: 200, headers: { 'content-type': 'application/json' } })
+}
+
+/** A fetch answering the n-th request with the n-th answer of `answers` (a function: made when asked), recording each request. */
+function scripted(...answers: (Response | ((request: Request) => Promise<Response>))[]): { fetch: typeof globalThis.fetch; seen: Seen[] } {
+  const seen: Seen[] = []
+  const fetch = async (input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit): Promise<Response> => {
+    const request = new Request(input, init)
+    seen.push({ method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body: await request.clone().text() })
+    const answer = answers.shift()
+    if (answer === undefined) throw new Error(`no answer scripted for ${request.method} ${request.url}`)
+    return typeof answer === 'function' ? answer(request) : answer
+  }
+  return { fetch, seen }
+}
+
+function client(fetch: typeof globalThis.fetch, options: Partial<ClientOptions> = {}): { client: PartnerClient; retries: RetryInfo[] } {
+  const retries: RetryInfo[] = []
+  const made = new PartnerClient({ baseUrl: BASE, apiKey: 'svc_test_key', fetch, onRetry: (info) => retries.push(info), ...options } as ClientOptions)
+  return { client: made, retries }
+}
+
+describe('the client\'s options', () => {
+  it('refuses a base URL that is not http(s), an empty key, and a bound that is not a whole number', () => {
+    const make = (options: Partial<ClientOptions>): unknown => {
+      try {
+        return new PartnerClient({ baseUrl: BASE, apiKey: 'svc_test_key', ...options } as ClientOptions)
+      } catch (error) {
+        return `${(error as Error).name}: ${(error as Error).message}`
+      }
+    }
+    expect(make({ baseUrl: 'ftp://api.acme-hotels.example' })).toBe('TypeError: baseUrl must be an http(s) URL, not "ftp://api.acme-hotels.example"')
+    expect(make({ baseUrl: 'api.acme-hotels.example' })).toBe('TypeError: baseUrl must be an http(s) URL, not "api.acme-hotels.example"')
+    expect(make({ apiKey: '' })).toBe('TypeError: apiKey is empty')
+    expect(make({ timeoutMs: 0 })).toBe('TypeError: timeoutMs must be a whole number of at least 1, not 0')
+    expect(make({ backoffBaseMs: -1 })).toBe('TypeError: backoffBaseMs must be a whole number of at least 0, not -1')
+    expect(make({ maxRetries: 1.5 })).toBe('TypeError: maxRetries must be a whole number of at least 0, not 1.5')
+    for (const baseUrl of [BASE, 'http://127.0.0.1:8080']) expect(make({ baseUrl })).toBeInstanceOf(PartnerClient)
+  })
+})
+
+describe('each typed call', () => {
+  const calls: [string, (c: PartnerClient) => Promise<unknown>, string, string, string][] = [
+    ['credential', (c) => c.credential(), 'GET', '/v1/credential', '/v1/credential'],
+    ['events.list', (c) => c.events.list({ perPage: 5 }), 'GET', '/v1/events?perPage=5', '/v1/events'],
+    ['events.get', (c) => c.events.get('evt_1'), 'GET', '/v1/events/evt_1', '/v1/events/{eventId}'],
+    ['guests.list', (c) => c.guests.list(), 'GET', '/v1/guests', '/v1/guests'],
+    ['guests.create', (c) => c.guests.create({ name: 'Ada' } as never), 'POST', '/v1/guests', '/v1/guests'],
+    ['guests.get', (c) => c.guests.get('g_1'), 'GET', '/v1/guests/g_1', '/v1/guests/{guestId}'],
+    ['guests.update', (c) => c.guests.update('g_1', { name: 'Ada' } as never), 'PATCH', '/v1/guests/g_1', '/v1/guests/{guestId}'],
+    ['rooms.list', (c) => c.rooms.list(ID), 'GET', '/v1/rooms', '/v1/rooms'],
+  ]
+
+  for (const [name, call, method, url, path] of calls) {
+    it(`${name}: ${method} ${url}, with the key and the client's name, its template in the retry`, async () => {
+      const { fetch, seen } = scripted(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
+      const { client: c, retries } = client(fetch)
+      const answer = await call(c) as { status: number; data: unknown; requestId: string | null }
+      expect({ status: answer.status, data: answer.data, requestId: answer.requestId }).toEqual({ status: 200, data: { id: ID }, requestId: 'req_2' })
+      expect(seen.map((s) => `${s.method} ${s.url}`)).toEqual([`${method} ${BASE}${url}`, `${method} ${BASE}${url}`])
+      expect(seen.map((s) => [s.headers.authorization, s.headers['user-agent'], s.headers['service-property-id']])).toEqual([
+        ['Bearer svc_test_key', USER_AGENT, name === 'rooms.list' ? ID : undefined], ['Bearer svc_test_key', USER_AGENT, name === 'rooms.list' ? ID : undefined],
+      ])
+      expect(retries.map((r) => ({ method: r.method, path: r.path, retry: r.retry, delayMs: r.delayMs, code: (r.error as ApiError).code }))).toEqual([
+        { method, path, retry: 1, delayMs: 0, code: 'SERVICE_UNAVAILABLE' },
+      ])
+      if (method === 'POST' || method === 'PATCH') {
+        expect(seen[0]?.body).toBe('{"name":"Ada"}')
+        expect(seen[0]?.headers['idempotency-key']).toMatch(/^[0-9a-f-]{36}$/)
+        expect(seen[1]?.headers['idempotency-key']).toBe(seen[0]?.headers['idempotency-key'])
+      }
+    })
+  }
+
+  it('health sends no credential', async () => {
+    const { fetch, seen } = scripted(new Response('{"status":"ok"}', { status: 200, headers: { 'content-type': 'application/json' } }))
+    const answer = await client(fetch).client.health()
+    expect({ status: answer.status, data: answer.data }).toEqual({ status: 200, data: { status: 'ok' } })
+    expect(seen.map((s) => [s.method, s.url, s.headers.authorization])).toEqual([['GET', `${BASE}/v1/health`, undefined]])
+  })
+
+  it('a list in the query goes comma-separated, as one parameter', async () => {
+    const { fetch, seen } = scripted(ok([]))
+    await client(fetch).client.request({ method: 'GET', path: '/v1/things', query: { ids: ['a', 'b'], page: 2 } })
+    expect(seen.map((s) => s.url)).toEqual([`${BASE}/v1/things?ids=a,b&page=2`])
+  })
+
+  it('sends Service-Correlation-Id only when one is given', async () => {
+    const { fetch, seen } = scripted(ok(), ok())
+    await client(fetch).client.credential()
+    await client(fetch, { correlationId: 'batch-7' }).client.credential()
+    expect(seen.map((s) => s.headers['service-correlation-id'])).toEqual([undefined, 'batch-7'])
+  })
+})
+
+describe('attempts', () => {
+  it('retries without an onRetry to tell', async () => {
+    const { fetch, seen } = scripted(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
+    const c = new PartnerClient({ baseUrl: BASE, apiKey: 'svc_test_key', fetch })
+    expect((await c.credential()).status).toBe(200)
+    expect(seen).toHaveLength(2)
+  })
+
+  it('a key refused as a token is not a token to fetch again: the error, after one attempt', async () => {
+    const { fetch, seen } = scripted(problem(401, 'INVALID_ACCESS_TOKEN'))
+    const error = await client(fetch).client.credential().catch((e: unknown) => e) as ApiError
+    expect({ name: error.name, status: error.status, code: error.code, attempts: seen.length }).toEqual({ name: 'ApiError', status: 401, code: 'INVALID_ACCESS_TOKEN', attempts: 1 })
+  })
+
+  const oauth = { tokenUrl: TOKEN_URL, clientId: 'client-1', clientSecret: 'secret-1' }
+
+  it('with a token: a call sent without one (health) is not tried again for a refused token, nor is another status than 401', async () => {
+    const { fetch, seen } = scripted(problem(401, 'INVALID_ACCESS_TOKEN'), token('t1'), problem(403, 'INVALID_ACCESS_TOKEN'))
+    const { client: c } = client(fetch, { apiKey: undefined, oauth })
+    expect(((await c.health().catch((e: unknown) => e)) as ApiError).status).toBe(401)
+    expect(((await c.credential().catch((e: unknown) => e)) as ApiError).status).toBe(403)
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.headers.authorization ?? '-'}`)).toEqual([
+      `GET ${BASE}/v1/health -`, `POST ${TOKEN_URL} Basic ${Buffer.from('client-1:secret-1').toString('base64')}`, `GET ${BASE}/v1/credential Bearer t1`,
+    ])
+  })
+
+  it('the new token after an expired one is not counted among the retries', async () => {
+    const { fetch, seen } = scripted(token('t1'), problem(401, 'ACCESS_TOKEN_EXPIRED'), token('t2'), problem(503, 'SERVICE_UNAVAILABLE', '0'), problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
+    const { client: c, retries } = client(fetch, { apiKey: undefined, oauth })
+    expect((await c.credential()).status).toBe(200)
+    expect(retries.map((r) => r.retry)).toEqual([1, 2])
+    expect(seen.filter((s) => s.url.startsWith(BASE)).map((s) => s.headers.authorization)).toEqual(['Bearer t1', 'Bearer t2', 'Bearer t2', 'Bearer t2'])
+  })
+
+  it('no answer: a connection error naming the call and how many attempts it took; a timeout keeps its cause', async () => {
+    const reset = (): Promise<Response> => Promise.reject(new TypeError('fetch failed', { cause: new Error('ECONNRESET') }))
+    const once = await client(scripted(reset).fetch, { maxRetries: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
+    expect({ name: once.name, message: once.message }).toEqual({ name: 'ApiConnectionError', message: 'GET /v1/credential: the connection failed' })
+    const thrice = await client(scripted(reset, reset, reset).fetch, { backoffBaseMs: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
+    expect(thrice.message).toBe('GET /v1/credential: the connection failed (3 attempts)')
+
+    // An answer that never comes: the attempt's own deadline ends it.
+    const hang = (request: Request): Promise<Response> => new Promise((_resolve, reject) => request.signal.addEventListener('abort', () => reject(new TypeError('aborted', { cause: request.signal.reason }))))
+    const late = await client(scripted(hang).fetch, { maxRetries: 0, timeoutMs: 1 }).client.credential().catch((e: unknown) => e) as ApiTimeoutError
+    const cause = late.cause as Error
+    expect({ name: late.name, message: late.message, cause: cause.message, why: (cause.cause as Error).name }).toEqual({
+      name: 'ApiTimeoutError', message: 'GET /v1/credential: no answer within 1 ms', cause: 'aborted', why: 'TimeoutError',
+    })
+  })
+
+  it('a token endpoint that answers 503 is a TokenError retried like any other', async () => {
+    const { fetch } = scripted(new Response('', { status: 503 }), token('t1'), ok())
+    const { client: c, retries } = client(fetch, { apiKey: undefined, oauth, backoffBaseMs: 0 })
+    expect((await c.credential()).status).toBe(200)
+    expect(retries.map((r) => [r.retry, r.error instanceof TokenError, r.error.message])).toEqual([[1, true, 'the token endpoint answered 503']])
+  })
+})
