@@ -1,5 +1,5 @@
 import type { BatchBytes } from './bytes.js'
-import { writeStoredEntry, type RequestLogRecord } from './entry.js'
+import { storedEntry, type RequestLogRecord } from './entry.js'
 
 // A batch of the request log as the writer fills it (docs/architecture.md, "The request log"):
 // each entry's stored line is written as UTF-8 into the batch's bytes when the entry is added,
@@ -11,8 +11,6 @@ import { writeStoredEntry, type RequestLogRecord } from './entry.js'
 export const DAY_MS = 86_400_000
 /** The request log's logs that took entries are noted by the minute (store.ts). */
 export const MINUTE_MS = 60_000
-
-const LINE_BREAK = 0x0a
 
 /** One log's entries in a batch: where each one's line is in the batch's bytes, and the minutes (epoch ms / MINUTE_MS) they arrived in. */
 export class LogLines {
@@ -43,15 +41,10 @@ export class EntryBatch {
   constructor(readonly bytes: BatchBytes) {}
 
   add(record: RequestLogRecord): void {
+    // Made whole before anything is written: a field that cannot be written leaves the bytes as they were.
+    const line = `${storedEntry(record)}\n`
     const start = this.bytes.length
-    try {
-      writeStoredEntry(record, this.bytes)
-    } catch (error) {
-      // No line cut short is left in the bytes: a batch of one log is sent whole, the next line glued to it.
-      this.bytes.length = start
-      throw error
-    }
-    this.bytes.byte(LINE_BREAK)
+    this.bytes.append(line)
     const minute = Math.floor(record.atMs / MINUTE_MS)
     const logs = record.mode === 'test' ? this.test : this.live
     let log = logs.get(record.credentialId)

@@ -1,6 +1,5 @@
 import { ApiError, errorCatalog, type FieldError } from '../contract/errors.js'
 import { quoteInput } from '../contract/problem.js'
-import { BatchBytes, type LineSink } from './bytes.js'
 import type { RequestLogEntry } from './entry.js'
 
 // The filters of a request log's page (docs/partners.md, "The request log"). Step 6 checks
@@ -112,29 +111,10 @@ export function filtersOf(query: ListQuery, routes: readonly string[]): RequestL
  * Idempotency-Key, visible ASCII only). `-` stands for a null code or route, nothing for no key.
  */
 export function indexLine(entry: IndexedFields): string {
-  const bytes = new BatchBytes(256)
-  writeIndexLine(entry, bytes)
-  return bytes.slice(0, bytes.length).toString('utf8')
+  return `${entry.id} ${entry.status} ${entry.method} ${entry.code ?? '-'} ${entry.route ?? '-'} ${entry.idempotencyKey ?? ''}`
 }
 
 type IndexedFields = Pick<RequestLogEntry, 'id' | 'status' | 'method' | 'code' | 'route' | 'idempotencyKey'>
-
-/** `indexLine`'s text, written piece by piece into `sink` (an entry's line in its batch: bytes.ts). */
-export function writeIndexLine(entry: IndexedFields, sink: LineSink): void {
-  sink.text(entry.id)
-  sink.byte(SPACE)
-  sink.integer(entry.status)
-  sink.byte(SPACE)
-  sink.text(entry.method)
-  sink.byte(SPACE)
-  sink.text(entry.code ?? '-')
-  sink.byte(SPACE)
-  sink.text(entry.route ?? '-')
-  sink.byte(SPACE)
-  if (entry.idempotencyKey !== null) sink.text(entry.idempotencyKey)
-}
-
-const SPACE = 0x20
 
 /** The fields of an index line, as `indexLine` wrote them (`-` a null code or route, nothing no key). */
 export function indexFields(line: string): Pick<RequestLogEntry, 'id' | 'status' | 'method' | 'code' | 'route' | 'idempotencyKey'> {
