@@ -6,7 +6,7 @@
 
 /**
  * Bytes a batch's buffer starts with: 500 entries of ~300 bytes (~150 KiB) fit, with room to
- * spare for the room each append reserves (3 bytes a character).
+ * spare for what an append reserves beyond its text (3 bytes a character).
  */
 export const BATCH_BYTES = 512 * 1024
 

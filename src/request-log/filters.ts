@@ -117,7 +117,7 @@ export function indexLine(entry: IndexedFields): string {
 type IndexedFields = Pick<RequestLogEntry, 'id' | 'status' | 'method' | 'code' | 'route' | 'idempotencyKey'>
 
 /** The fields of an index line, as `indexLine` wrote them (`-` a null code or route, nothing no key). */
-export function indexFields(line: string): Pick<RequestLogEntry, 'id' | 'status' | 'method' | 'code' | 'route' | 'idempotencyKey'> {
+export function indexFields(line: string): IndexedFields {
   const [id, status, method, code, route, idempotencyKey] = line.split(' ') as [string, string, string, string, string, string]
   return { id, status: Number(status), method, code: code === '-' ? null : code, route: route === '-' ? null : route, idempotencyKey: idempotencyKey === '' ? null : idempotencyKey }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { ApiConnectionError, ApiError, ApiTimeoutError, PartnerClient, TokenError, type ClientOptions, type RetryInfo } from '../../sdk/src/index.js'
 import { USER_AGENT } from '../../sdk/src/client.js'
+import { scriptedFetch } from './helpers.js'
 
 // What the client sends for each call, and how it counts its attempts, over a fetch that
 // answers from a script (the client's edge: the requests it builds are read as fetch gets
@@ -10,13 +11,6 @@ import { USER_AGENT } from '../../sdk/src/client.js'
 const BASE = 'https://api.acme-hotels.example'
 const TOKEN_URL = 'https://idp.example/oauth2/token'
 const ID = '3f0c6f2e-8f0a-4a57-9d0e-2d6f5d1b7a10'
-
-interface Seen {
-  method: string
-  url: string
-  headers: Record<string, string>
-  body: string
-}
 
 function problem(status: number, code: string, retryAfter?: string): Response {
   return new Response(JSON.stringify({ type: `https://docs.example/errors/${code}`, title: code, status, code, detail: `${code} detail`, requestId: 'req_1', errors: [] }), {
@@ -30,19 +24,6 @@ function ok(data: unknown = { id: ID }): Response {
 
 function token(value: string): Response {
   return new Response(JSON.stringify({ access_token: value, token_type: 'Bearer', expires_in: 3600 }), { status: 200, headers: { 'content-type': 'application/json' } })
-}
-
-/** A fetch answering the n-th request with the n-th answer of `answers` (a function: made when asked), recording each request. */
-function scripted(...answers: (Response | ((request: Request) => Promise<Response>))[]): { fetch: typeof globalThis.fetch; seen: Seen[] } {
-  const seen: Seen[] = []
-  const fetch = async (input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit): Promise<Response> => {
-    const request = new Request(input, init)
-    seen.push({ method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body: await request.clone().text() })
-    const answer = answers.shift()
-    if (answer === undefined) throw new Error(`no answer scripted for ${request.method} ${request.url}`)
-    return typeof answer === 'function' ? answer(request) : answer
-  }
-  return { fetch, seen }
 }
 
 function client(fetch: typeof globalThis.fetch, options: Partial<ClientOptions> = {}): { client: PartnerClient; retries: RetryInfo[] } {
@@ -84,7 +65,7 @@ describe('each typed call', () => {
 
   for (const [name, call, method, url, path] of calls) {
     it(`${name}: ${method} ${url}, with the key and the client's name, its template in the retry`, async () => {
-      const { fetch, seen } = scripted(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
+      const { fetch, seen } = scriptedFetch(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
       const { client: c, retries } = client(fetch)
       const answer = await call(c) as { status: number; data: unknown; requestId: string | null }
       expect({ status: answer.status, data: answer.data, requestId: answer.requestId }).toEqual({ status: 200, data: { id: ID }, requestId: 'req_2' })
@@ -104,20 +85,20 @@ describe('each typed call', () => {
   }
 
   it('health sends no credential', async () => {
-    const { fetch, seen } = scripted(new Response('{"status":"ok"}', { status: 200, headers: { 'content-type': 'application/json' } }))
+    const { fetch, seen } = scriptedFetch(new Response('{"status":"ok"}', { status: 200, headers: { 'content-type': 'application/json' } }))
     const answer = await client(fetch).client.health()
     expect({ status: answer.status, data: answer.data }).toEqual({ status: 200, data: { status: 'ok' } })
     expect(seen.map((s) => [s.method, s.url, s.headers.authorization])).toEqual([['GET', `${BASE}/v1/health`, undefined]])
   })
 
   it('a list in the query goes comma-separated, as one parameter', async () => {
-    const { fetch, seen } = scripted(ok([]))
+    const { fetch, seen } = scriptedFetch(ok([]))
     await client(fetch).client.request({ method: 'GET', path: '/v1/things', query: { ids: ['a', 'b'], page: 2 } })
     expect(seen.map((s) => s.url)).toEqual([`${BASE}/v1/things?ids=a,b&page=2`])
   })
 
   it('sends Service-Correlation-Id only when one is given', async () => {
-    const { fetch, seen } = scripted(ok(), ok())
+    const { fetch, seen } = scriptedFetch(ok(), ok())
     await client(fetch).client.credential()
     await client(fetch, { correlationId: 'batch-7' }).client.credential()
     expect(seen.map((s) => s.headers['service-correlation-id'])).toEqual([undefined, 'batch-7'])
@@ -126,14 +107,14 @@ describe('each typed call', () => {
 
 describe('attempts', () => {
   it('retries without an onRetry to tell', async () => {
-    const { fetch, seen } = scripted(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
+    const { fetch, seen } = scriptedFetch(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
     const c = new PartnerClient({ baseUrl: BASE, apiKey: 'svc_test_key', fetch })
     expect((await c.credential()).status).toBe(200)
     expect(seen).toHaveLength(2)
   })
 
   it('a key refused as a token is not a token to fetch again: the error, after one attempt', async () => {
-    const { fetch, seen } = scripted(problem(401, 'INVALID_ACCESS_TOKEN'))
+    const { fetch, seen } = scriptedFetch(problem(401, 'INVALID_ACCESS_TOKEN'))
     const error = await client(fetch).client.credential().catch((e: unknown) => e) as ApiError
     expect({ name: error.name, status: error.status, code: error.code, attempts: seen.length }).toEqual({ name: 'ApiError', status: 401, code: 'INVALID_ACCESS_TOKEN', attempts: 1 })
   })
@@ -141,7 +122,7 @@ describe('attempts', () => {
   const oauth = { tokenUrl: TOKEN_URL, clientId: 'client-1', clientSecret: 'secret-1' }
 
   it('with a token: a call sent without one (health) is not tried again for a refused token, nor is another status than 401', async () => {
-    const { fetch, seen } = scripted(problem(401, 'INVALID_ACCESS_TOKEN'), token('t1'), problem(403, 'INVALID_ACCESS_TOKEN'))
+    const { fetch, seen } = scriptedFetch(problem(401, 'INVALID_ACCESS_TOKEN'), token('t1'), problem(403, 'INVALID_ACCESS_TOKEN'))
     const { client: c } = client(fetch, { apiKey: undefined, oauth })
     expect(((await c.health().catch((e: unknown) => e)) as ApiError).status).toBe(401)
     expect(((await c.credential().catch((e: unknown) => e)) as ApiError).status).toBe(403)
@@ -151,7 +132,7 @@ describe('attempts', () => {
   })
 
   it('the new token after an expired one is not counted among the retries', async () => {
-    const { fetch, seen } = scripted(token('t1'), problem(401, 'ACCESS_TOKEN_EXPIRED'), token('t2'), problem(503, 'SERVICE_UNAVAILABLE', '0'), problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
+    const { fetch, seen } = scriptedFetch(token('t1'), problem(401, 'ACCESS_TOKEN_EXPIRED'), token('t2'), problem(503, 'SERVICE_UNAVAILABLE', '0'), problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
     const { client: c, retries } = client(fetch, { apiKey: undefined, oauth })
     expect((await c.credential()).status).toBe(200)
     expect(retries.map((r) => r.retry)).toEqual([1, 2])
@@ -160,14 +141,14 @@ describe('attempts', () => {
 
   it('no answer: a connection error naming the call and how many attempts it took; a timeout keeps its cause', async () => {
     const reset = (): Promise<Response> => Promise.reject(new TypeError('fetch failed', { cause: new Error('ECONNRESET') }))
-    const once = await client(scripted(reset).fetch, { maxRetries: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
+    const once = await client(scriptedFetch(reset).fetch, { maxRetries: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
     expect({ name: once.name, message: once.message }).toEqual({ name: 'ApiConnectionError', message: 'GET /v1/credential: the connection failed' })
-    const thrice = await client(scripted(reset, reset, reset).fetch, { backoffBaseMs: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
+    const thrice = await client(scriptedFetch(reset, reset, reset).fetch, { backoffBaseMs: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
     expect(thrice.message).toBe('GET /v1/credential: the connection failed (3 attempts)')
 
     // An answer that never comes: the attempt's own deadline ends it.
     const hang = (request: Request): Promise<Response> => new Promise((_resolve, reject) => request.signal.addEventListener('abort', () => reject(new TypeError('aborted', { cause: request.signal.reason }))))
-    const late = await client(scripted(hang).fetch, { maxRetries: 0, timeoutMs: 1 }).client.credential().catch((e: unknown) => e) as ApiTimeoutError
+    const late = await client(scriptedFetch(hang).fetch, { maxRetries: 0, timeoutMs: 1 }).client.credential().catch((e: unknown) => e) as ApiTimeoutError
     const cause = late.cause as Error
     expect({ name: late.name, message: late.message, cause: cause.message, why: (cause.cause as Error).name }).toEqual({
       name: 'ApiTimeoutError', message: 'GET /v1/credential: no answer within 1 ms', cause: 'aborted', why: 'TimeoutError',
@@ -175,7 +156,7 @@ describe('attempts', () => {
   })
 
   it('a token endpoint that answers 503 is a TokenError retried like any other', async () => {
-    const { fetch } = scripted(new Response('', { status: 503 }), token('t1'), ok())
+    const { fetch } = scriptedFetch(new Response('', { status: 503 }), token('t1'), ok())
     const { client: c, retries } = client(fetch, { apiKey: undefined, oauth, backoffBaseMs: 0 })
     expect((await c.credential()).status).toBe(200)
     expect(retries.map((r) => [r.retry, r.error instanceof TokenError, r.error.message])).toEqual([[1, true, 'the token endpoint answered 503']])

@@ -36,6 +36,30 @@ export function watchedFetch(gateway: { url: string; source: DocumentSource }): 
   return { fetch: watched, sent }
 }
 
+/** A request as a scripted fetch got it. */
+export interface Fetched {
+  method: string
+  url: string
+  headers: Record<string, string>
+  body: string
+}
+
+/**
+ * A fetch answering the n-th request with the n-th answer (a function: made when asked, from the
+ * request), recording each: the client's edge, for answers no server gives on cue.
+ */
+export function scriptedFetch(...answers: (Response | ((request: Request) => Promise<Response>))[]): { fetch: typeof globalThis.fetch; seen: Fetched[] } {
+  const seen: Fetched[] = []
+  const fetch = async (input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit): Promise<Response> => {
+    const request = new Request(input, init)
+    seen.push({ method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body: await request.clone().text() })
+    const answer = answers.shift()
+    if (answer === undefined) throw new Error(`no answer scripted for ${request.method} ${request.url}`)
+    return typeof answer === 'function' ? answer(request) : answer
+  }
+  return { fetch, seen }
+}
+
 export interface Received {
   method: string
   path: string

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { TokenError } from '../../sdk/src/errors.js'
 import { ClientCredentials, EXPIRY_MARGIN_MS, type OAuthOptions } from '../../sdk/src/oauth.js'
+import { scriptedFetch, type Fetched } from './helpers.js'
 
 // The client-credentials grant of the SDK (sdk/src/oauth.ts) over a fetch that answers from a
 // script: the form and headers it sends, the answers of the token endpoint it refuses, and how
@@ -10,25 +11,13 @@ import { ClientCredentials, EXPIRY_MARGIN_MS, type OAuthOptions } from '../../sd
 const TOKEN_URL = 'https://idp.example/oauth2/token'
 const OPTIONS: OAuthOptions = { tokenUrl: TOKEN_URL, clientId: 'client-1', clientSecret: 'secret-1' }
 
-interface Seen {
-  headers: Record<string, string>
-  form: Record<string, string>
-}
-
 function json(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
 }
 
-function endpoint(...answers: (Response | (() => Promise<Response>))[]): { fetch: typeof globalThis.fetch; seen: Seen[] } {
-  const seen: Seen[] = []
-  const fetch = async (input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit): Promise<Response> => {
-    const request = new Request(input, init)
-    seen.push({ headers: Object.fromEntries(request.headers), form: Object.fromEntries(new URLSearchParams(await request.text())) })
-    const answer = answers.shift()
-    if (answer === undefined) throw new Error('no answer scripted')
-    return typeof answer === 'function' ? answer() : answer
-  }
-  return { fetch, seen }
+/** The form a token request sent. */
+function formOf(sent: Fetched): Record<string, string> {
+  return Object.fromEntries(new URLSearchParams(sent.body))
 }
 
 function grant(fetch: typeof globalThis.fetch, options: Partial<OAuthOptions> = {}): ClientCredentials {
@@ -48,12 +37,12 @@ afterEach(() => {
 
 describe('the token request', () => {
   it('posts the grant with HTTP Basic, JSON accepted, and the scopes given as a list or a string; none when there are none', async () => {
-    const { fetch, seen } = endpoint(json({ access_token: 'a' }), json({ access_token: 'b' }), json({ access_token: 'c' }), json({ access_token: 'd' }))
+    const { fetch, seen } = scriptedFetch(json({ access_token: 'a' }), json({ access_token: 'b' }), json({ access_token: 'c' }), json({ access_token: 'd' }))
     expect(await grant(fetch, { scope: ['properties:read', 'events:read'] }).token()).toBe('a')
     expect(await grant(fetch, { scope: 'properties:read' }).token()).toBe('b')
     expect(await grant(fetch, { scope: '' }).token()).toBe('c')
     expect(await grant(fetch).token()).toBe('d')
-    expect(seen.map((s) => s.form)).toEqual([
+    expect(seen.map(formOf)).toEqual([
       { grant_type: 'client_credentials', scope: 'properties:read events:read' },
       { grant_type: 'client_credentials', scope: 'properties:read' },
       { grant_type: 'client_credentials' },
@@ -69,7 +58,7 @@ describe('the token request', () => {
 describe('the token endpoint\'s answer', () => {
   it('refuses an error status, a token missing, empty or not a string, and a token type other than Bearer', async () => {
     const invalid = { error: 'invalid_client', error_description: 'Unknown client.' }
-    const { fetch } = endpoint(json(invalid, 401), new Response('<html>', { status: 502 }), json({ token_type: 'Bearer' }), json({ access_token: '' }), json({ access_token: 7 }), json({ access_token: 'a', token_type: 'MAC' }))
+    const { fetch } = scriptedFetch(json(invalid, 401), new Response('<html>', { status: 502 }), json({ token_type: 'Bearer' }), json({ access_token: '' }), json({ access_token: 7 }), json({ access_token: 'a', token_type: 'MAC' }))
     expect(await refusal(grant(fetch).token())).toEqual({ message: 'the token endpoint answered 401', status: 401, ...{ error: 'invalid_client', errorDescription: 'Unknown client.' } })
     expect(await refusal(grant(fetch).token())).toEqual({ message: 'the token endpoint answered 502', status: 502, error: null, errorDescription: null })
     for (let i = 0; i < 3; i += 1) {
@@ -79,13 +68,13 @@ describe('the token endpoint\'s answer', () => {
   })
 
   it('takes a Bearer type in any case, and no type at all', async () => {
-    const { fetch } = endpoint(json({ access_token: 'a', token_type: 'bearer' }), json({ access_token: 'b', token_type: 'BEARER' }), json({ access_token: 'c' }))
+    const { fetch } = scriptedFetch(json({ access_token: 'a', token_type: 'bearer' }), json({ access_token: 'b', token_type: 'BEARER' }), json({ access_token: 'c' }))
     expect([await grant(fetch).token(), await grant(fetch).token(), await grant(fetch).token()]).toEqual(['a', 'b', 'c'])
   })
 
   it('no answer: a TokenError without a status, naming why and keeping the cause', async () => {
     const cause = new Error('ECONNREFUSED')
-    const { fetch } = endpoint(() => Promise.reject(new TypeError('fetch failed', { cause })))
+    const { fetch } = scriptedFetch(() => Promise.reject(new TypeError('fetch failed', { cause })))
     const error = await grant(fetch).token().catch((e: unknown) => e) as TokenError
     expect({ name: error.name, message: error.message, status: error.status, cause: (error.cause as Error).cause }).toEqual({
       name: 'TokenError', message: 'no answer from the token endpoint (the connection failed)', status: null, cause,
@@ -96,7 +85,7 @@ describe('the token endpoint\'s answer', () => {
 describe('the token kept', () => {
   it('is used until a minute before it expires, counted from when it was asked for', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-02T12:00:00Z') })
-    const { fetch, seen } = endpoint(json({ access_token: 'a', expires_in: 300 }), json({ access_token: 'b', expires_in: 300 }))
+    const { fetch, seen } = scriptedFetch(json({ access_token: 'a', expires_in: 300 }), json({ access_token: 'b', expires_in: 300 }))
     const kept = grant(fetch)
     expect(await kept.token()).toBe('a')
     vi.setSystemTime(Date.parse('2026-12-02T12:00:00Z') + 300_000 - EXPIRY_MARGIN_MS - 1)
@@ -108,7 +97,7 @@ describe('the token kept', () => {
 
   it('without a numeric lifetime, is used until the API refuses it', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-02T12:00:00Z') })
-    const { fetch, seen } = endpoint(json({ access_token: 'a', expires_in: '300' }), json({ access_token: 'b' }), json({ access_token: 'c' }))
+    const { fetch, seen } = scriptedFetch(json({ access_token: 'a', expires_in: '300' }), json({ access_token: 'b' }), json({ access_token: 'c' }))
     const kept = grant(fetch)
     expect(await kept.token()).toBe('a')
     vi.setSystemTime(Date.parse('2026-12-03T12:00:00Z'))
@@ -121,7 +110,7 @@ describe('the token kept', () => {
   })
 
   it('is dropped only when the token refused is the one kept, and nothing breaks before one is kept', async () => {
-    const { fetch, seen } = endpoint(json({ access_token: 'a' }), json({ access_token: 'b' }))
+    const { fetch, seen } = scriptedFetch(json({ access_token: 'a' }), json({ access_token: 'b' }))
     const kept = grant(fetch)
     kept.invalidate('a')
     expect(await kept.token()).toBe('a')
