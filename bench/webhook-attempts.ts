@@ -15,7 +15,10 @@ import { RedisKeyStore } from '../src/keys/store.js'
 // the delivering one is stopped (SIGSTOP), so that the attempts are measured alone: the
 // delivering process's CPU from the moment it is let go (SIGCONT) until the receiver has had
 // every delivery. Redis is a server of the row's own: its CPU over the same span is the
-// queue's own per attempt; over the publishing, the events' writes and the fan-out's.
+// queue's own per attempt; over the publishing, the events' writes and the fan-out's. Beside
+// the bare POST, the queue's floor (queue-floor.ts): a BullMQ worker with the delivery
+// worker's settings that only POSTs the same body, what any attempt made as a queued job pays
+// before the gateway does anything of its own.
 
 export const WEBHOOK_ROW = 'webhook attempt (EVENTS_WORKER=only) against a bare undici POST of the same signed body'
 /** `--only` runs the row when one of its terms holds this. */
@@ -36,6 +39,8 @@ export interface WebhookAttemptRound {
   attemptsPerSecond: number
   /** CPU of the bare loop's process per POST, µs. */
   bareUs: number
+  /** CPU of the queue's floor (queue-floor.ts: a BullMQ worker that only POSTs) per job, µs. */
+  floorUs: number
 }
 
 export interface WebhookAttemptCost {
@@ -167,18 +172,14 @@ export async function webhookAttemptCost(deps: WebhookAttemptDeps, rounds: numbe
         const redisUs = (await redisCpuUs(redis) - redisQueued) / attempts
         // Warmed as long as the delivering process was before its first round: a bare loop measured
         // cold read 113-124 us per POST over 3,200 POSTs and 73-78 us over 8,000.
-        const bare = deps.startProcess('dist/bench/bare-post.js', {
-          BARE_URL: receiverUrl, BARE_COUNT: String(attempts), BARE_CONCURRENCY: String(ENDPOINTS), BARE_SAMPLE: sampleFile, BARE_WARMUP: String(WARMUP_EVENTS * ENDPOINTS),
+        const warmup = String(WARMUP_EVENTS * ENDPOINTS)
+        const { cpuUs: bareUs } = await loopCost(deps, 'dist/bench/bare-post.js', {
+          BARE_URL: receiverUrl, BARE_COUNT: String(attempts), BARE_CONCURRENCY: String(ENDPOINTS), BARE_SAMPLE: sampleFile, BARE_WARMUP: warmup,
         })
-        let out = ''
-        bare.stdout?.on('data', (chunk: Buffer) => { out += chunk.toString() })
-        const stuck = setTimeout(() => bare.kill('SIGKILL'), 600_000)
-        // 'close', not 'exit': its output is then read to the end.
-        const [code] = await once(bare, 'close') as [number | null]
-        clearTimeout(stuck)
-        if (code !== 0) throw new Error(`the bare POST loop exited with ${String(code)}`)
-        const { cpuUs: bareUs } = JSON.parse(out) as { cpuUs: number }
-        measured.push({ attemptUs, redisUs, fanOutRedisUs: (redisQueued - redisBefore) / attempts, attemptsPerSecond: Math.round(attempts / seconds), bareUs })
+        const { cpuUs: floorUs } = await loopCost(deps, 'dist/bench/queue-floor.js', {
+          FLOOR_REDIS: deps.redisUrl, FLOOR_PREFIX: `${deps.prefix}floor:`, FLOOR_URL: receiverUrl, FLOOR_SAMPLE: sampleFile, FLOOR_COUNT: String(attempts), FLOOR_WARMUP: warmup, FLOOR_PATHS: String(ENDPOINTS),
+        })
+        measured.push({ attemptUs, redisUs, fanOutRedisUs: (redisQueued - redisBefore) / attempts, attemptsPerSecond: Math.round(attempts / seconds), bareUs, floorUs })
       } finally {
         if (!resumed) process.kill(worker.pid, 'SIGCONT')
       }
@@ -191,18 +192,33 @@ export async function webhookAttemptCost(deps: WebhookAttemptDeps, rounds: numbe
   }
 }
 
+/** Runs one of the row's reference loops (a process of its own) to its end: what it printed, its CPU per POST. */
+async function loopCost(deps: WebhookAttemptDeps, script: string, env: Record<string, string>): Promise<{ cpuUs: number }> {
+  const loop = deps.startProcess(script, env)
+  let out = ''
+  loop.stdout?.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  const stuck = setTimeout(() => loop.kill('SIGKILL'), 600_000)
+  // 'close', not 'exit': its output is then read to the end.
+  const [code] = await once(loop, 'close') as [number | null]
+  clearTimeout(stuck)
+  if (code !== 0) throw new Error(`${script} exited with ${String(code)}`)
+  return JSON.parse(out) as { cpuUs: number }
+}
+
 /** The lines of the report under the table: the medians, each round, the target's verdict. */
 export function webhookAttemptLines(cost: WebhookAttemptCost | undefined): string[] {
   if (cost === undefined) return []
   const { median: m } = cost
   const times = m.attemptUs / m.bareUs
-  const round = (r: WebhookAttemptRound): string => `${r.attemptUs.toFixed(0)} / ${r.bareUs.toFixed(0)} µs`
+  const round = (r: WebhookAttemptRound): string => `${r.attemptUs.toFixed(0)} / ${r.bareUs.toFixed(0)} / ${r.floorUs.toFixed(0)} µs`
   return [
     `Webhooks, ${WEBHOOK_ROW}: ${cost.events} events to ${cost.endpoints} endpoints on loopback (a receiver answering 204 at once), ${cost.events * cost.endpoints} attempts per round, `
-      + `the round of the median ratio of ${cost.rounds.length} (attempt / bare: ${cost.rounds.map(round).join(', ')}): `
+      + `the round of the median ratio of ${cost.rounds.length} (attempt / bare POST / queue's floor: ${cost.rounds.map(round).join(', ')}): `
       + `${m.attemptUs.toFixed(0)} µs of the delivering instance's CPU per attempt against ${m.bareUs.toFixed(0)} µs per bare POST `
       + `(${times.toFixed(2)}×; target at most ${TARGET}×: ${times <= TARGET ? 'held' : 'missed'}); ${m.attemptsPerSecond} attempts/s; `
-      + `Redis's own CPU ${m.redisUs.toFixed(0)} µs per attempt (${((m.attemptUs + m.redisUs) / m.bareUs).toFixed(2)}× with it), and ${m.fanOutRedisUs.toFixed(0)} µs per delivery while the events were written and fanned out.`,
+      + `Redis's own CPU ${m.redisUs.toFixed(0)} µs per attempt (${((m.attemptUs + m.redisUs) / m.bareUs).toFixed(2)}× with it), and ${m.fanOutRedisUs.toFixed(0)} µs per delivery while the events were written and fanned out. `
+      + `The queue's floor, a BullMQ worker with the delivery worker's settings that only POSTs the same body: ${m.floorUs.toFixed(0)} µs per job (${(m.floorUs / m.bareUs).toFixed(2)}× the bare POST); `
+      + `the attempt's own work above it ${(m.attemptUs - m.floorUs).toFixed(0)} µs (${((m.attemptUs - m.floorUs) / m.bareUs).toFixed(2)}× the bare POST).`,
     '',
   ]
 }
