@@ -52,18 +52,38 @@ describe('the client\'s options', () => {
 })
 
 describe('each typed call', () => {
-  const calls: [string, (c: PartnerClient) => Promise<unknown>, string, string, string][] = [
+  // Name, call, method, URL sent, the template the client names it by, the JSON body sent (none: empty).
+  const calls: [string, (c: PartnerClient) => Promise<unknown>, string, string, string, string?][] = [
     ['credential', (c) => c.credential(), 'GET', '/v1/credential', '/v1/credential'],
+    ['properties.list', (c) => c.properties.list({ perPage: 5 }), 'GET', '/v1/properties?perPage=5', '/v1/properties'],
+    ['properties.get', (c) => c.properties.get(ID), 'GET', `/v1/properties/${ID}`, '/v1/properties/{propertyId}'],
     ['events.list', (c) => c.events.list({ perPage: 5 }), 'GET', '/v1/events?perPage=5', '/v1/events'],
     ['events.get', (c) => c.events.get('evt_1'), 'GET', '/v1/events/evt_1', '/v1/events/{eventId}'],
+    ['requestLogs.list', (c) => c.requestLogs.list({ status: 404 } as never), 'GET', '/v1/request-logs?status=404', '/v1/request-logs'],
+    ['requestLogs.get', (c) => c.requestLogs.get('req_9'), 'GET', '/v1/request-logs/req_9', '/v1/request-logs/{requestId}'],
+    ['webhookEndpoints.list', (c) => c.webhookEndpoints.list({ perPage: 5 }), 'GET', '/v1/webhook-endpoints?perPage=5', '/v1/webhook-endpoints'],
+    ['webhookEndpoints.create', (c) => c.webhookEndpoints.create({ url: 'https://hooks.example/a', eventTypes: ['property.updated'] }), 'POST', '/v1/webhook-endpoints', '/v1/webhook-endpoints',
+      '{"url":"https://hooks.example/a","eventTypes":["property.updated"]}'],
+    ['webhookEndpoints.get', (c) => c.webhookEndpoints.get('we_1'), 'GET', '/v1/webhook-endpoints/we_1', '/v1/webhook-endpoints/{endpointId}'],
+    ['webhookEndpoints.update', (c) => c.webhookEndpoints.update('we_1', { status: 'enabled' } as never), 'PATCH', '/v1/webhook-endpoints/we_1', '/v1/webhook-endpoints/{endpointId}', '{"status":"enabled"}'],
+    ['webhookEndpoints.delete', (c) => c.webhookEndpoints.delete('we_1'), 'DELETE', '/v1/webhook-endpoints/we_1', '/v1/webhook-endpoints/{endpointId}'],
+    ['webhookEndpoints.rotateSecret', (c) => c.webhookEndpoints.rotateSecret('we_1'), 'POST', '/v1/webhook-endpoints/we_1/rotate-secret', '/v1/webhook-endpoints/{endpointId}/rotate-secret'],
+    ['webhookEndpoints.test', (c) => c.webhookEndpoints.test('we_1'), 'POST', '/v1/webhook-endpoints/we_1/test', '/v1/webhook-endpoints/{endpointId}/test'],
+    ['webhookEndpoints.deliveries', (c) => c.webhookEndpoints.deliveries('we_1', { perPage: 5 }), 'GET', '/v1/webhook-endpoints/we_1/deliveries?perPage=5', '/v1/webhook-endpoints/{endpointId}/deliveries'],
+    ['webhookEndpoints.redeliver', (c) => c.webhookEndpoints.redeliver('evt_1', 'we_1'), 'POST', '/v1/events/evt_1/redeliver', '/v1/events/{eventId}/redeliver', '{"endpointId":"we_1"}'],
+    ['webhookEndpoints.recover', (c) => c.webhookEndpoints.recover('we_1', { since: '2026-12-01T00:00:00Z' } as never), 'POST', '/v1/webhook-endpoints/we_1/recover', '/v1/webhook-endpoints/{endpointId}/recover',
+      '{"since":"2026-12-01T00:00:00Z"}'],
+    ['webhookEndpoints.recoveries', (c) => c.webhookEndpoints.recoveries('we_1', { perPage: 5 }), 'GET', '/v1/webhook-endpoints/we_1/recoveries?perPage=5', '/v1/webhook-endpoints/{endpointId}/recoveries'],
+    ['webhookEndpoints.recovery', (c) => c.webhookEndpoints.recovery('we_1', 'wr_1'), 'GET', '/v1/webhook-endpoints/we_1/recoveries/wr_1', '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}'],
+    ['webhookEndpoints.cancelRecovery', (c) => c.webhookEndpoints.cancelRecovery('we_1', 'wr_1'), 'DELETE', '/v1/webhook-endpoints/we_1/recoveries/wr_1', '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}'],
     ['guests.list', (c) => c.guests.list(), 'GET', '/v1/guests', '/v1/guests'],
-    ['guests.create', (c) => c.guests.create({ name: 'Ada' } as never), 'POST', '/v1/guests', '/v1/guests'],
+    ['guests.create', (c) => c.guests.create({ name: 'Ada' } as never), 'POST', '/v1/guests', '/v1/guests', '{"name":"Ada"}'],
     ['guests.get', (c) => c.guests.get('g_1'), 'GET', '/v1/guests/g_1', '/v1/guests/{guestId}'],
-    ['guests.update', (c) => c.guests.update('g_1', { name: 'Ada' } as never), 'PATCH', '/v1/guests/g_1', '/v1/guests/{guestId}'],
+    ['guests.update', (c) => c.guests.update('g_1', { name: 'Ada' } as never), 'PATCH', '/v1/guests/g_1', '/v1/guests/{guestId}', '{"name":"Ada"}'],
     ['rooms.list', (c) => c.rooms.list(ID), 'GET', '/v1/rooms', '/v1/rooms'],
   ]
 
-  for (const [name, call, method, url, path] of calls) {
+  for (const [name, call, method, url, path, body] of calls) {
     it(`${name}: ${method} ${url}, with the key and the client's name, its template in the retry`, async () => {
       const { fetch, seen } = scriptedFetch(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
       const { client: c, retries } = client(fetch)
@@ -76,10 +96,12 @@ describe('each typed call', () => {
       expect(retries.map((r) => ({ method: r.method, path: r.path, retry: r.retry, delayMs: r.delayMs, code: (r.error as ApiError).code }))).toEqual([
         { method, path, retry: 1, delayMs: 0, code: 'SERVICE_UNAVAILABLE' },
       ])
+      expect(seen.map((s) => s.body)).toEqual([body ?? '', body ?? ''])
       if (method === 'POST' || method === 'PATCH') {
-        expect(seen[0]?.body).toBe('{"name":"Ada"}')
         expect(seen[0]?.headers['idempotency-key']).toMatch(/^[0-9a-f-]{36}$/)
         expect(seen[1]?.headers['idempotency-key']).toBe(seen[0]?.headers['idempotency-key'])
+      } else {
+        expect(seen.map((s) => s.headers['idempotency-key'])).toEqual([undefined, undefined])
       }
     })
   }
