@@ -127,6 +127,39 @@ describe('each typed call', () => {
   })
 })
 
+describe('requestLogs.listAll', () => {
+  function page(ids: string[], total: number, perPage: number): Response {
+    return new Response(JSON.stringify({ data: ids.map((id) => ({ id })), meta: { requestId: 'req_p', pagination: { page: 1, perPage, total } } }), {
+      status: 200, headers: { 'content-type': 'application/json' },
+    })
+  }
+  const query = (url: string): Record<string, string> => Object.fromEntries(new URL(url).searchParams)
+
+  it('pins the pages at now (createdBefore) and starts at the first, 100 a page', async () => {
+    const { fetch, seen } = scriptedFetch(page(['req_1', 'req_2'], 2, 100))
+    const before = new Date().toISOString()
+    const ids: string[] = []
+    for await (const entry of client(fetch).client.requestLogs.listAll({ status: 404 } as never)) ids.push(entry.id)
+    const after = new Date().toISOString()
+    expect(ids).toEqual(['req_1', 'req_2'])
+    const [first] = seen.map((s) => query(s.url))
+    const pinned = first?.createdBefore ?? ''
+    expect(pinned >= before && pinned <= after).toBe(true)
+    expect(seen.map((s) => query(s.url))).toEqual([{ perPage: '100', createdBefore: pinned, status: '404', page: '1' }])
+  })
+
+  it('keeps a createdBefore, a perPage and a first page given, and walks the pages until total', async () => {
+    const { fetch, seen } = scriptedFetch(page(['req_5', 'req_6'], 7, 2), page(['req_7'], 7, 2))
+    const ids: string[] = []
+    for await (const entry of client(fetch).client.requestLogs.listAll({ createdBefore: '2026-12-01T00:00:00.000Z', perPage: 2, page: 3 } as never)) ids.push(entry.id)
+    expect(ids).toEqual(['req_5', 'req_6', 'req_7'])
+    expect(seen.map((s) => query(s.url))).toEqual([
+      { perPage: '2', createdBefore: '2026-12-01T00:00:00.000Z', page: '3' },
+      { perPage: '2', createdBefore: '2026-12-01T00:00:00.000Z', page: '4' },
+    ])
+  })
+})
+
 describe('attempts', () => {
   it('retries without an onRetry to tell', async () => {
     const { fetch, seen } = scriptedFetch(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
