@@ -76,7 +76,7 @@ describe('each typed call', () => {
     ['webhookEndpoints.recoveries', (c) => c.webhookEndpoints.recoveries('we_1', { perPage: 5 }), 'GET', '/v1/webhook-endpoints/we_1/recoveries?perPage=5', '/v1/webhook-endpoints/{endpointId}/recoveries'],
     ['webhookEndpoints.recovery', (c) => c.webhookEndpoints.recovery('we_1', 'wr_1'), 'GET', '/v1/webhook-endpoints/we_1/recoveries/wr_1', '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}'],
     ['webhookEndpoints.cancelRecovery', (c) => c.webhookEndpoints.cancelRecovery('we_1', 'wr_1'), 'DELETE', '/v1/webhook-endpoints/we_1/recoveries/wr_1', '/v1/webhook-endpoints/{endpointId}/recoveries/{recoveryId}'],
-    ['guests.list', (c) => c.guests.list(), 'GET', '/v1/guests', '/v1/guests'],
+    ['guests.list', (c) => c.guests.list({ perPage: 5 } as never), 'GET', '/v1/guests?perPage=5', '/v1/guests'],
     ['guests.create', (c) => c.guests.create({ name: 'Ada' } as never), 'POST', '/v1/guests', '/v1/guests', '{"name":"Ada"}'],
     ['guests.get', (c) => c.guests.get('g_1'), 'GET', '/v1/guests/g_1', '/v1/guests/{guestId}'],
     ['guests.update', (c) => c.guests.update('g_1', { name: 'Ada' } as never), 'PATCH', '/v1/guests/g_1', '/v1/guests/{guestId}', '{"name":"Ada"}'],
@@ -84,14 +84,14 @@ describe('each typed call', () => {
   ]
 
   for (const [name, call, method, url, path, body] of calls) {
-    it(`${name}: ${method} ${url}, with the key and the client's name, its template in the retry`, async () => {
+    it(`${name}: ${method} ${url}, with the key, the client's name and what it accepts, its template in the retry`, async () => {
       const { fetch, seen } = scriptedFetch(problem(503, 'SERVICE_UNAVAILABLE', '0'), ok())
       const { client: c, retries } = client(fetch)
       const answer = await call(c) as { status: number; data: unknown; requestId: string | null }
       expect({ status: answer.status, data: answer.data, requestId: answer.requestId }).toEqual({ status: 200, data: { id: ID }, requestId: 'req_2' })
       expect(seen.map((s) => `${s.method} ${s.url}`)).toEqual([`${method} ${BASE}${url}`, `${method} ${BASE}${url}`])
-      expect(seen.map((s) => [s.headers.authorization, s.headers['user-agent'], s.headers['service-property-id']])).toEqual([
-        ['Bearer svc_test_key', USER_AGENT, name === 'rooms.list' ? ID : undefined], ['Bearer svc_test_key', USER_AGENT, name === 'rooms.list' ? ID : undefined],
+      expect(seen.map((s) => [s.headers.authorization, s.headers['user-agent'], s.headers.accept, s.headers['service-property-id']])).toEqual([
+        ['Bearer svc_test_key', USER_AGENT, 'application/json', name === 'rooms.list' ? ID : undefined], ['Bearer svc_test_key', USER_AGENT, 'application/json', name === 'rooms.list' ? ID : undefined],
       ])
       expect(retries.map((r) => ({ method: r.method, path: r.path, retry: r.retry, delayMs: r.delayMs, code: (r.error as ApiError).code }))).toEqual([
         { method, path, retry: 1, delayMs: 0, code: 'SERVICE_UNAVAILABLE' },
@@ -200,6 +200,8 @@ describe('attempts', () => {
     expect({ name: once.name, message: once.message }).toEqual({ name: 'ApiConnectionError', message: 'GET /v1/credential: the connection failed' })
     const thrice = await client(scriptedFetch(reset, reset, reset).fetch, { backoffBaseMs: 0 }).client.credential().catch((e: unknown) => e) as ApiConnectionError
     expect(thrice.message).toBe('GET /v1/credential: the connection failed (3 attempts)')
+    const health = await client(scriptedFetch(reset).fetch, { maxRetries: 0 }).client.health().catch((e: unknown) => e) as ApiConnectionError
+    expect(health.message).toBe('GET /v1/health: the connection failed')
 
     // An answer that never comes: the attempt's own deadline ends it.
     const hang = (request: Request): Promise<Response> => new Promise((_resolve, reject) => request.signal.addEventListener('abort', () => reject(new TypeError('aborted', { cause: request.signal.reason }))))
