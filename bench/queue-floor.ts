@@ -4,13 +4,17 @@ import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { z } from 'zod'
 import { webhookFields } from '../src/webhooks/config.js'
+import type { DeliveryJob } from '../src/webhooks/deliveries.js'
+import { batchWritesPerTurn } from '../src/redis.js'
 import { attemptsOf, retryDelayMs, workerTimings } from '../src/webhooks/rules.js'
 
 // The second reference of the webhook attempt row (webhook-attempts.ts), in a process of its
 // own: the queue's floor. A BullMQ worker with the delivery worker's settings (the shipped
 // defaults of `events`: concurrency, lock, retries) whose job is only to POST one captured
 // delivery (FLOOR_SAMPLE: its signed body and headers) to FLOOR_URL, on keep-alive connections,
-// spread over FLOOR_PATHS paths as deliveries are over endpoints; no lease, no record, no
+// spread over FLOOR_PATHS paths as deliveries are over endpoints, its Redis clients sending
+// each turn's commands in one write as the gateway's do, its jobs' data of a delivery's
+// fields; no lease, no record, no
 // check. What an attempt costs above it is the gateway's own work; what it costs above the
 // bare POST loop is BullMQ's and ioredis' handling of a job. FLOOR_WARMUP jobs are run before
 // FLOOR_COUNT are measured; all are queued (on FLOOR_REDIS, under FLOOR_PREFIX) before the
@@ -28,6 +32,7 @@ const settings = z.object(webhookFields).parse({})
 const connections: Redis[] = []
 const connection = (): Redis => {
   const client = new Redis(process.env.FLOOR_REDIS as string, { maxRetriesPerRequest: null })
+  batchWritesPerTurn(client)
   connections.push(client)
   return client
 }
@@ -37,8 +42,10 @@ const queue = new Queue(QUEUE, { connection: connection(), prefix, streams: { ev
 const total = warmup + count
 const jobOptions = { attempts: attemptsOf(settings.retrySchedule), backoff: { type: 'schedule' }, removeOnComplete: { age: 86_400 }, removeOnFail: { age: 7 * 86_400 }, stackTraceLimit: 0 }
 for (let i = 0; i < total; i += 500) {
-  await queue.addBulk(Array.from({ length: Math.min(500, total - i) }, (_, k) => ({
-    name: 'property.updated', data: { path: (i + k) % paths }, opts: { ...jobOptions, jobId: `floor-${i + k}` },
+  await queue.addBulk(Array.from({ length: Math.min(500, total - i) }, (_, k): { name: string; data: DeliveryJob; opts: typeof jobOptions & { jobId: string } } => ({
+    // A delivery's fields (src/webhooks/deliveries.ts, DeliveryJob), its endpoint the path POSTed to.
+    name: 'property.updated', data: { ulid: `01KBFLOOR${String(i + k).padStart(17, '0')}`, brand: 'acme', mode: 'live', endpointId: `we_floor${(i + k) % paths}`, kind: 'event' },
+    opts: { ...jobOptions, jobId: `floor-${i + k}` },
   })))
 }
 
@@ -47,8 +54,8 @@ let cpu: NodeJS.CpuUsage | undefined
 let started = 0
 let settle: { resolve: () => void; reject: (error: Error) => void } | undefined
 const finished = new Promise<void>((resolve, reject) => { settle = { resolve, reject } })
-const worker = new Worker<{ path: number }>(QUEUE, async (job) => {
-  const res = await request(`${url}/floor-${job.data.path}`, { method: 'POST', headers: sample.headers, body })
+const worker = new Worker<DeliveryJob>(QUEUE, async (job) => {
+  const res = await request(`${url}/${job.data.endpointId}`, { method: 'POST', headers: sample.headers, body })
   await res.body.dump()
   if (res.statusCode !== 204) throw new Error(`the floor's POST answered ${res.statusCode}`)
 }, {
@@ -56,6 +63,8 @@ const worker = new Worker<{ path: number }>(QUEUE, async (job) => {
   settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(settings.retrySchedule, attemptsMade) },
 })
 worker.on('failed', (_job, error) => settle?.reject(error))
+worker.on('error', (error) => settle?.reject(error))
+queue.on('error', (error) => settle?.reject(error))
 worker.on('completed', () => {
   done += 1
   if (done === warmup) {
