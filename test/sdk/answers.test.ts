@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events'
 import { describe, expect, it } from 'vitest'
 import { ApiError, ApiTimeoutError, isRefusedToken, retryAfterSeconds, TokenError } from '../../sdk/src/errors.js'
 import { sleep } from '../../sdk/src/retry.js'
@@ -136,5 +137,11 @@ describe('the wait between attempts', () => {
     expect(await waiting).toBe(reason)
     expect(await sleep(600_000, AbortSignal.abort(reason)).then(() => 'slept', (error: unknown) => error)).toBe(reason)
     expect(await sleep(1)).toBeUndefined()
+  })
+
+  it('leaves no listener on the caller\'s signal once it has waited its time: one signal serves many calls', async () => {
+    const caller = new AbortController()
+    for (let i = 0; i < 3; i += 1) expect(await sleep(1, caller.signal)).toBeUndefined()
+    expect(getEventListeners(caller.signal, 'abort')).toEqual([])
   })
 })

@@ -106,6 +106,22 @@ describe('each typed call', () => {
     })
   }
 
+  it('sends the client\'s name as User-Agent on a typed call even when the call\'s headers give another', async () => {
+    const { fetch, seen } = scriptedFetch(ok(), ok(), ok())
+    const { client: c } = client(fetch)
+    const options = { headers: { 'user-agent': 'partner-app/2.0' } }
+    await c.credential(options)
+    await c.webhookEndpoints.create({ url: 'https://hooks.example/a', eventTypes: ['property.updated'] }, options)
+    await c.guests.create({ name: 'Ada' } as never, options)
+    expect(seen.map((s) => s.headers['user-agent'])).toEqual([USER_AGENT, USER_AGENT, USER_AGENT])
+  })
+
+  it('an answer whose body is JSON null is data null, without meta', async () => {
+    const { fetch } = scriptedFetch(new Response('null', { status: 200, headers: { 'content-type': 'application/json', 'service-request-id': 'req_3' } }))
+    const answer = await client(fetch).client.credential()
+    expect({ status: answer.status, data: answer.data, meta: answer.meta, requestId: answer.requestId }).toEqual({ status: 200, data: null, meta: null, requestId: 'req_3' })
+  })
+
   it('health sends no credential', async () => {
     const { fetch, seen } = scriptedFetch(new Response('{"status":"ok"}', { status: 200, headers: { 'content-type': 'application/json' } }))
     const answer = await client(fetch).client.health()
@@ -135,17 +151,20 @@ describe('requestLogs.listAll', () => {
   }
   const query = (url: string): Record<string, string> => Object.fromEntries(new URL(url).searchParams)
 
-  it('pins the pages at now (createdBefore) and starts at the first, 100 a page', async () => {
-    const { fetch, seen } = scriptedFetch(page(['req_1', 'req_2'], 2, 100))
+  it('pins the pages at now (createdBefore), the same for every page, from the first, 100 a page', async () => {
+    const { fetch, seen } = scriptedFetch(page(Array.from({ length: 100 }, (_, i) => `req_${i}`), 101, 100), page(['req_100'], 101, 100))
     const before = new Date().toISOString()
     const ids: string[] = []
     for await (const entry of client(fetch).client.requestLogs.listAll({ status: 404 } as never)) ids.push(entry.id)
     const after = new Date().toISOString()
-    expect(ids).toEqual(['req_1', 'req_2'])
+    expect(ids).toEqual(Array.from({ length: 101 }, (_, i) => `req_${i}`))
     const [first] = seen.map((s) => query(s.url))
     const pinned = first?.createdBefore ?? ''
     expect(pinned >= before && pinned <= after).toBe(true)
-    expect(seen.map((s) => query(s.url))).toEqual([{ perPage: '100', createdBefore: pinned, status: '404', page: '1' }])
+    expect(seen.map((s) => query(s.url))).toEqual([
+      { perPage: '100', createdBefore: pinned, status: '404', page: '1' },
+      { perPage: '100', createdBefore: pinned, status: '404', page: '2' },
+    ])
   })
 
   it('keeps a createdBefore, a perPage and a first page given, and walks the pages until total', async () => {

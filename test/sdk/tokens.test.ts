@@ -109,6 +109,19 @@ describe('the token kept', () => {
     expect(seen).toHaveLength(2)
   })
 
+  it('with a lifetime JSON makes infinite (1e999, -1e999), as without one: used until the API refuses it', async () => {
+    for (const lifetime of ['1e999', '-1e999']) {
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.parse('2026-12-02T12:00:00Z') })
+      const raw = new Response(`{"access_token":"a","token_type":"Bearer","expires_in":${lifetime}}`, { status: 200, headers: { 'content-type': 'application/json' } })
+      const { fetch, seen } = scriptedFetch(raw, json({ access_token: 'b' }))
+      const kept = grant(fetch)
+      expect(await kept.token()).toBe('a')
+      vi.setSystemTime(Date.parse('2026-12-03T12:00:00Z'))
+      expect(await kept.token()).toBe('a')
+      expect(seen).toHaveLength(1)
+    }
+  })
+
   it('is dropped only when the token refused is the one kept, and nothing breaks before one is kept', async () => {
     const { fetch, seen } = scriptedFetch(json({ access_token: 'a' }), json({ access_token: 'b' }))
     const kept = grant(fetch)
