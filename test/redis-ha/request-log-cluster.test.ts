@@ -17,8 +17,14 @@ import { eventually, testPrefix } from '../helpers/redis.js'
 const missing = haRedisMissing()
 if (missing !== undefined) console.warn(`skipping the Cluster request log tests: ${missing}`)
 
-const NOW = Math.floor(Date.now() / 86_400_000) * 86_400_000 + 12 * 3_600_000
+// The store's clock is the real one: Redis expires the minutes' sets by its own clock, at a
+// retention after their minute, so a clock of the test's making set early in the day (noon)
+// found yesterday's sets gone every afternoon.
+const NOW = Date.now()
 const DAY = 86_400_000
+const MINUTE = 60_000
+/** A minute of yesterday, well inside the retention of a day: its set outlives the test by ten minutes at least. */
+const YESTERDAY = Math.floor((NOW - DAY) / MINUTE) * MINUTE + 10 * MINUTE
 
 /** An entry whose request id holds its arrival, as the gateway's ids do (src/http/request-id.ts); `n` tells it from the others of its millisecond. */
 function record(n: number, credentialId: string, atMs: number): RequestLogRecord {
@@ -63,10 +69,10 @@ describe.skipIf(missing !== undefined)('the request log on a Redis Cluster', () 
     // A namespace of its own: each minute's set then holds these logs and nothing else.
     const namespace = `${prefix}minutes:`
     const store = new RequestLogStore(redis, namespace, { retentionDays: 1, maxPerCredential: 10 }, () => NOW)
-    const batch = [record(0, 'key_minutes_a', NOW - DAY + 5), record(1, 'key_minutes_b', NOW - DAY + 6), record(2, 'key_minutes_a', NOW)]
+    const batch = [record(0, 'key_minutes_a', YESTERDAY + 5), record(1, 'key_minutes_b', YESTERDAY + 6), record(2, 'key_minutes_a', NOW)]
     await store.write(batch)
     const minuteKey = (at: number): string => `${namespace}reqlog:logs:${new Date(at).toISOString().slice(0, 16)}`
-    expect([(await redis.smembers(minuteKey(NOW - DAY))).sort(), await redis.smembers(minuteKey(NOW))]).toEqual([['key_minutes_a live', 'key_minutes_b live'], ['key_minutes_a live']])
+    expect([(await redis.smembers(minuteKey(YESTERDAY))).sort(), await redis.smembers(minuteKey(NOW))]).toEqual([['key_minutes_a live', 'key_minutes_b live'], ['key_minutes_a live']])
     for (const r of batch) {
       const expected = { id: r.id, credentialId: r.credentialId, at: new Date(r.atMs).toISOString() }
       expect([JSON.parse(await store.get(r.credentialId, 'live', r.id) ?? 'null'), JSON.parse(await store.find(r.id) ?? 'null')], r.id).toMatchObject([expected, expected])
