@@ -1,5 +1,5 @@
 import { SpanStatusCode } from '@opentelemetry/api'
-import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from 'bullmq'
+import { DelayedError, Queue, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq'
 import { LRUCache } from 'lru-cache'
 import type { Logger } from 'pino'
 import { request } from 'undici'
@@ -37,6 +37,35 @@ export const QUEUE_NAME = 'deliveries'
 const KEEP_DONE_SECONDS = 86_400
 
 export { retryDelayMs }
+
+/** Nothing reads the queue's event stream (QueueEvents): a short one, not BullMQ's 10,000 entries. */
+export const DELIVERY_QUEUE_STREAMS = { events: { maxLen: 1000 } }
+
+export type DeliveryJobOptions = Parameters<Queue<DeliveryJob>['add']>[2] & { jobId: string }
+
+/** A delivery job's options as enqueued (also by the bench's queue floor, which must match them). */
+export function deliveryJobOptions(settings: Pick<DeliverySettings, 'retrySchedule'>, jobId: string): DeliveryJobOptions {
+  return {
+    jobId,
+    attempts: attemptsOf(settings.retrySchedule),
+    backoff: { type: 'schedule' },
+    removeOnComplete: { age: KEEP_DONE_SECONDS },
+    removeOnFail: { age: 7 * KEEP_DONE_SECONDS },
+    // An attempt's failure is kept as its reason alone: no stack trace, no path of the gateway's files.
+    stackTraceLimit: 0,
+  }
+}
+
+/** The delivery worker's options but its connection and prefix (also the bench's queue floor's). */
+export function deliveryWorkerOptions(settings: Pick<DeliverySettings, 'deliveryWorkers' | 'deliveryLockSeconds' | 'retrySchedule'>): Omit<WorkerOptions, 'connection'> {
+  return {
+    concurrency: settings.deliveryWorkers,
+    ...workerTimings(settings.deliveryLockSeconds),
+    // A job an instance died on runs again (at least once); only one that keeps killing instances fails.
+    maxStalledCount: 10,
+    settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(settings.retrySchedule, attemptsMade) },
+  }
+}
 
 export interface DeliveryJob {
   /** The event's ULID (its id without `evt_`). */
@@ -180,9 +209,7 @@ export class Deliveries {
       timeoutMs: settings.deliveryTimeoutMs, allowPrivate: settings.allowPrivateTargets, ...(options.lookup === undefined ? {} : { lookup: options.lookup }),
     })
     this.queue = new Queue<DeliveryJob>(QUEUE_NAME, {
-      connection: this.connection() as never, prefix: options.store.queuePrefix,
-      // Nothing reads the queue's event stream (QueueEvents): a short one, not BullMQ's 10,000 entries.
-      streams: { events: { maxLen: 1000 } },
+      connection: this.connection() as never, prefix: options.store.queuePrefix, streams: DELIVERY_QUEUE_STREAMS,
     })
     this.queue.on('error', (error) => options.logger.warn({ err: error }, 'webhook queue error'))
     this.retentionMs = settings.retentionDays * 86_400_000
@@ -247,25 +274,13 @@ export class Deliveries {
     this.worker = new Worker<DeliveryJob>(QUEUE_NAME, (job, token) => this.process(job, token), {
       connection: this.connection() as never,
       prefix: this.options.store.queuePrefix,
-      concurrency: settings.deliveryWorkers,
-      ...workerTimings(settings.deliveryLockSeconds),
-      // A job an instance died on runs again (at least once); only one that keeps killing instances fails.
-      maxStalledCount: 10,
-      settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(settings.retrySchedule, attemptsMade) },
+      ...deliveryWorkerOptions(settings),
     })
     this.worker.on('error', (error) => this.options.logger.warn({ err: error }, 'webhook worker error'))
   }
 
-  private jobOptions(jobId: string): Parameters<Queue<DeliveryJob>['add']>[2] {
-    return {
-      jobId,
-      attempts: attemptsOf(this.options.settings.retrySchedule),
-      backoff: { type: 'schedule' },
-      removeOnComplete: { age: KEEP_DONE_SECONDS },
-      removeOnFail: { age: 7 * KEEP_DONE_SECONDS },
-      // An attempt's failure is kept as its reason alone: no stack trace, no path of the gateway's files.
-      stackTraceLimit: 0,
-    }
+  private jobOptions(jobId: string): DeliveryJobOptions {
+    return deliveryJobOptions(this.options.settings, jobId)
   }
 
   /**
@@ -275,7 +290,7 @@ export class Deliveries {
    * queued twice while the first jobs are kept.
    */
   async fanOut(events: readonly LoggedEvent[]): Promise<void> {
-    const jobs: { name: string; data: DeliveryJob; opts: ReturnType<Deliveries['jobOptions']> }[] = []
+    const jobs: { name: string; data: DeliveryJob; opts: DeliveryJobOptions }[] = []
     // What each endpoint was due, enabled or not: what a recovery chooses from (§D62).
     const due: { endpointId: string; ulid: string }[] = []
     const byPartition = new Map<string, Promise<EndpointRecord[]>>()
