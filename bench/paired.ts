@@ -33,3 +33,20 @@ export function pairedRatio(gateway: readonly number[], reference: readonly numb
   // Unrounded: the report prints the percentage it makes, and judges that figure as printed.
   return { cpuRatio: median(ratios), ratios: ratios.length }
 }
+
+/** How far a round's ratio may stray from the median of its row's before the row is named unsteady. */
+export const UNSTEADY_SPREAD = 0.15
+
+/**
+ * Each round's reference ÷ gateway CPU per answer (the two loads run back to back) for a row
+ * of one split per round, when some round's ratio strays from their median by more than
+ * UNSTEADY_SPREAD of it; undefined when every round agrees, or when there are fewer than two
+ * rounds. The table's ratio takes each side's median apart, so a round whose loads met another
+ * process's work can make it on its own (docs/performance.md, "The rounds behind a ratio").
+ */
+export function unsteadyRounds(gateway: readonly number[], reference: readonly number[]): number[] | undefined {
+  const ratios = gateway.slice(0, reference.length).map((cpu, i) => (reference[i] as number) / cpu)
+  if (ratios.length < 2) return undefined
+  const middle = median(ratios)
+  return ratios.some((ratio) => Math.abs(ratio - middle) > UNSTEADY_SPREAD * middle) ? ratios : undefined
+}

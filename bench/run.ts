@@ -16,7 +16,7 @@ import { benchCredentials } from './credentials.js'
 import { eventsPageCost, type EventsPageCost } from './events-page.js'
 import { breakdownOf, InspectorSession, profileDuring, type Breakdown } from './breakdown.js'
 import { freePort, portForLater } from './ports.js'
-import { pairedRatio } from './paired.js'
+import { pairedRatio, UNSTEADY_SPREAD, unsteadyRounds } from './paired.js'
 import { median } from './stats.js'
 import { fillRequestLog, REQUEST_LOG_ROWS, requestLogLines, requestLogWriteCost, type RequestLogWriteCost } from './request-log.js'
 import { benchTracing } from './tracing.js'
@@ -1189,6 +1189,18 @@ function againstPeer(rows: Row[]): string[] {
 }
 
 /** The two rows of credentials over their life against their references: the 5 % targets. */
+/** The rows whose rounds disagree (paired.ts, unsteadyRounds): each round's ratio, so that a reader sees what a verdict stands on. */
+function unsteadyLines(rows: Row[]): string[] {
+  const unsteady = rows.flatMap((r) => {
+    const reference = r.roundsCpuUs.references[0]
+    const ratios = r.paired === undefined && reference !== undefined ? unsteadyRounds(r.roundsCpuUs.gateway, reference) : undefined
+    return ratios === undefined ? [] : [`${r.scenario} ${ratios.map((x) => x.toFixed(2)).join(', ')} (their median ${median(ratios).toFixed(2)})`]
+  })
+  if (unsteady.length === 0) return []
+  return [`Rounds that disagree: each round's CPU ratio against the row's first reference (its two loads back to back), where one strays more than ${UNSTEADY_SPREAD * 100} % from their median; `
+    + `the table's ratio takes each side's median apart. ${unsteady.join('; ')}.`, '']
+}
+
 function credentialTargets(rows: Row[]): string[] {
   return Object.values(CREDENTIAL_ROWS).flatMap((name) => {
     const row = rows.find((r) => r.scenario === name)
@@ -1261,6 +1273,7 @@ function report(results: Results): void {
     ]),
     '',
     ...(driver.length === 0 ? [] : [`Load generator (wrk, one thread, a process of its own): ${Math.min(...driver).toFixed(1)}–${Math.max(...driver).toFixed(1)} µs of CPU per answer.`, '']),
+    ...unsteadyLines(results.rows),
     ...breakdownSection(results.rows),
     ...(results.calibration === undefined ? [] : [calibrationLine(results.calibration), '']),
     ...(results.roundTrips === undefined ? [] : [roundTripsLine(results.roundTrips), '']),

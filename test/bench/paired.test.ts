@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { pairedRatio } from '../../bench/paired.js'
+import { pairedRatio, unsteadyRounds } from '../../bench/paired.js'
 
 // A row with splits runs, per round, the gateway's load then its reference's, `splits` times:
 // g0 r0 g1 r1 … Each load but a round's first and last is read against the mean of its two
@@ -37,5 +37,24 @@ describe('pairedRatio', () => {
   it('refuses a number of splits that is not a whole number of at least one', () => {
     expect(() => pairedRatio([100], [100], 0)).toThrow('splits must be a whole number of at least 1, not 0')
     expect(() => pairedRatio([100], [100], 1.5)).toThrow('splits must be a whole number of at least 1, not 1.5')
+  })
+})
+
+describe('unsteadyRounds', () => {
+  it('gives each round\'s reference ÷ gateway when one strays more than 15 % from their median', () => {
+    // The 32-address row of the afternoon run of 2026-12-02: 1.05, 0.98, 1.22.
+    expect(unsteadyRounds([104.4, 64.4, 72.4], [109.9, 63.2, 88])?.map((x) => Number(x.toFixed(2)))).toEqual([1.05, 0.98, 1.22])
+    expect(unsteadyRounds([100, 100, 100], [60, 60, 40])).toEqual([0.6, 0.6, 0.4])
+  })
+
+  it('is undefined when every round is within 15 % of their median, or there are fewer than two', () => {
+    expect(unsteadyRounds([100, 100, 100], [60, 65, 52])).toBeUndefined()
+    expect(unsteadyRounds([100, 100, 100], [60, 68.9, 51.1])).toBeUndefined()
+    expect(unsteadyRounds([100], [30])).toBeUndefined()
+    expect(unsteadyRounds([], [])).toBeUndefined()
+  })
+
+  it('reads only the rounds both sides ran', () => {
+    expect(unsteadyRounds([100, 100, 100], [60, 90])).toEqual([0.6, 0.9])
   })
 })
